@@ -1,0 +1,278 @@
+"""The RLJob API (rlop.dev/v1alpha1) as pydantic models: the single source of truth for the CRD.
+
+Field names are snake_case in Python and camelCase on the wire. CEL rules (``x-kubernetes-validations``)
+live beside the fields they check, so the API server refuses bad specs with a message naming the field.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+GROUP = "rlop.dev"
+VERSION = "v1alpha1"
+KIND = "RLJob"
+PLURAL = "rljobs"
+SHORT_NAMES = ["rlj"]
+API_VERSION = f"{GROUP}/{VERSION}"
+
+POOL_NAMES = ("trainer", "rollout", "reward", "sandbox", "controller")
+MAX_JOB_NAME = 40  # leaves room for "-<pool>-<ordinal>" suffixes in 63-character child names
+
+
+def _cel(*rules: tuple[str, str]) -> dict[str, Any]:
+    return {"x-kubernetes-validations": [{"rule": r, "message": m} for r, m in rules]}
+
+
+class ApiModel(BaseModel):
+    """Base: camelCase on the wire, unknown fields refused."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel, validate_by_name=True, serialize_by_alias=True, extra="forbid"
+    )
+
+
+class OpenModel(ApiModel):
+    """A partial schema of a Kubernetes type: the fields rlop reads are typed, the rest pass through."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+# ---------------------------------------------------------------- pod template (partial PodTemplateSpec)
+
+Quantity = int | str
+
+
+class ResourceRequirements(OpenModel):
+    requests: dict[str, Quantity] | None = Field(default=None, max_length=16)
+    limits: dict[str, Quantity] | None = Field(default=None, max_length=16)
+
+
+class ContainerPort(OpenModel):
+    container_port: int = Field(ge=1, le=65535)
+    name: str | None = Field(default=None, max_length=15)
+
+
+class Container(OpenModel):
+    name: str = Field(min_length=1, max_length=63, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+    image: str = Field(min_length=1, max_length=1024)
+    resources: ResourceRequirements | None = None
+    ports: list[ContainerPort] | None = Field(default=None, max_length=32)
+
+
+class Toleration(OpenModel):
+    key: str | None = Field(default=None, max_length=317)
+    operator: Literal["Exists", "Equal"] | None = None
+    value: str | None = Field(default=None, max_length=63)
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
+
+
+class PodSpec(OpenModel):
+    containers: list[Container] = Field(min_length=1, max_length=16)
+    node_selector: dict[str, str] | None = Field(default=None, max_length=32)
+    tolerations: list[Toleration] | None = Field(default=None, max_length=32)
+    priority_class_name: str | None = Field(default=None, max_length=253)
+
+
+class ObjectMetaTemplate(ApiModel):
+    labels: dict[str, str] | None = Field(default=None, max_length=64)
+    annotations: dict[str, str] | None = Field(default=None, max_length=64)
+
+
+class PodTemplate(ApiModel):
+    """A Kubernetes PodTemplateSpec; fields rlop does not read are passed through unchanged."""
+
+    metadata: ObjectMetaTemplate | None = None
+    spec: PodSpec
+
+
+# ---------------------------------------------------------------- autoscaling (HPA v2 semantics)
+
+
+class MetricTarget(ApiModel):
+    type: Literal["Value", "AverageValue"] = Field(
+        description="Value: the query result is compared as is; AverageValue: divided by current replicas."
+    )
+    value: float = Field(gt=0)
+
+
+class Metric(ApiModel):
+    query: str = Field(
+        min_length=1,
+        max_length=4096,
+        description="PromQL. {{namespace}}, {{job}} and {{pool}} are replaced by escaped label values.",
+    )
+    target: MetricTarget
+
+
+class ScalingPolicy(ApiModel):
+    type: Literal["Pods", "Percent"]
+    value: int = Field(ge=1, le=10000)
+    period_seconds: int = Field(ge=1, le=1800)
+
+
+class ScalingRules(ApiModel):
+    stabilization_window_seconds: int | None = Field(default=None, ge=0, le=3600)
+    select_policy: Literal["Max", "Min", "Disabled"] | None = None
+    policies: list[ScalingPolicy] | None = Field(default=None, max_length=8)
+    tolerance: float | None = Field(default=None, ge=0, le=1)
+
+
+class Behavior(ApiModel):
+    scale_up: ScalingRules | None = None
+    scale_down: ScalingRules | None = None
+
+
+class Autoscale(ApiModel):
+    model_config = ConfigDict(
+        json_schema_extra=_cel(
+            ("self.minReplicas <= self.maxReplicas", "minReplicas must be <= maxReplicas"),
+            (
+                "!has(self.fallbackReplicas) || (self.fallbackReplicas >= self.minReplicas"
+                " && self.fallbackReplicas <= self.maxReplicas)",
+                "fallbackReplicas must lie within [minReplicas, maxReplicas]",
+            ),
+        )
+    )
+
+    min_replicas: int = Field(default=1, ge=0, le=10000)
+    max_replicas: int = Field(ge=1, le=10000)
+    metrics: list[Metric] = Field(min_length=1, max_length=8)
+    behavior: Behavior | None = None
+    on_metrics_unavailable: Literal["hold"] = Field(
+        default="hold", description="Missing data never scales: hold (or go to fallbackReplicas if set)."
+    )
+    fallback_replicas: int | None = Field(default=None, ge=0, le=10000)
+
+
+# ---------------------------------------------------------------- pools
+
+_EXCLUSIVE = ("!(has(self.replicas) && has(self.autoscale))", "replicas and autoscale are mutually exclusive")
+
+
+class Pool(ApiModel):
+    """A pool of identical pods: fixed `replicas` or an `autoscale` block, never both."""
+
+    model_config = ConfigDict(json_schema_extra=_cel(_EXCLUSIVE))
+
+    replicas: int | None = Field(default=None, ge=0, le=10000)
+    autoscale: Autoscale | None = None
+    port: int = Field(default=8000, ge=1, le=65535, description="Port of the pool's Service.")
+    template: PodTemplate
+
+
+class TrainerPool(ApiModel):
+    """Gang-scheduled trainers: all `replicas` pods are placed or none start."""
+
+    replicas: int = Field(ge=1, le=4096)
+    port: int = Field(default=29500, ge=1, le=65535, description="Rendezvous port (rank 0).")
+    template: PodTemplate
+
+
+class ControllerPool(ApiModel):
+    """The optional driver of the RL loop: a single pod."""
+
+    port: int = Field(default=8000, ge=1, le=65535)
+    template: PodTemplate
+
+
+class Placement(ApiModel):
+    strategy: Literal["harvest-idle-cpu", "default"] = Field(
+        default="harvest-idle-cpu",
+        description="harvest-idle-cpu: rlop packs pods onto idle CPU; default: kube-scheduler places them.",
+    )
+    node_selector: dict[str, str] | None = Field(default=None, max_length=32)
+    max_node_utilization: float = Field(
+        default=0.7, gt=0, le=1, description="Evict sandbox pods from a node above this CPU utilization."
+    )
+    priority_class_name: str = Field(default="rlop-harvest", min_length=1, max_length=253)
+
+
+_REQUESTS = (
+    "self.template.spec.containers.all(c, has(c.resources) && has(c.resources.requests)"
+    " && 'cpu' in c.resources.requests && 'memory' in c.resources.requests)",
+    "every sandbox container must set resources.requests.cpu and resources.requests.memory",
+)
+
+
+class SandboxPool(Pool):
+    """CPU-only code verifiers, packed onto idle CPU; requests are mandatory."""
+
+    model_config = ConfigDict(json_schema_extra=_cel(_EXCLUSIVE, _REQUESTS))
+
+    placement: Placement = Field(default_factory=Placement)
+
+
+class Pools(ApiModel):
+    trainer: TrainerPool
+    rollout: Pool
+    reward: Pool | None = None
+    sandbox: SandboxPool | None = None
+    controller: ControllerPool | None = None
+
+
+class Budget(ApiModel):
+    gpus: int | None = Field(default=None, ge=0, le=100000, description="GPUs shared by all pools.")
+
+
+class RLJobSpec(ApiModel):
+    suspend: bool = False
+    budget: Budget | None = None
+    pools: Pools
+
+
+# ---------------------------------------------------------------- status
+
+ConditionStatus = Literal["True", "False", "Unknown"]
+Phase = Literal["Pending", "Running", "Suspended", "Error"]
+
+
+class Condition(ApiModel):
+    type: str = Field(max_length=64)
+    status: ConditionStatus
+    reason: str = Field(max_length=128)
+    message: str = Field(default="", max_length=4096)
+    last_transition_time: datetime | None = None
+    observed_generation: int | None = None
+
+
+class PoolStatus(ApiModel):
+    desired: int = 0
+    ready: int = 0
+    replicas: str = Field(default="0/0", description="ready/desired, for display")
+    reason: str | None = Field(default=None, max_length=1024)
+    last_scale_time: datetime | None = None
+    last_metric: float | None = None
+
+
+class RLJobStatus(ApiModel):
+    phase: Phase = "Pending"
+    observed_generation: int | None = None
+    pools: dict[str, PoolStatus] = Field(default_factory=dict, max_length=8)
+    conditions: list[Condition] = Field(
+        default_factory=list,
+        max_length=16,
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
+    )
+
+
+class ObjectMeta(OpenModel):
+    name: str
+    namespace: str = "default"
+    uid: str | None = None
+    generation: int | None = None
+
+
+class RLJob(BaseModel):
+    """The whole resource, as the operator reads it."""
+
+    model_config = ConfigDict(validate_by_name=True, serialize_by_alias=True)
+
+    api_version: Literal["rlop.dev/v1alpha1"] = Field(default=API_VERSION, alias="apiVersion")
+    kind: Literal["RLJob"] = "RLJob"
+    metadata: ObjectMeta
+    spec: RLJobSpec
+    status: RLJobStatus | None = None

@@ -1,0 +1,1 @@
+"""The pure planning core: no I/O, time and history are passed in."""

@@ -1,0 +1,176 @@
+"""The child objects an RLJob implies (pure): one workload and one Service per pool.
+
+Every child has a deterministic name, the ``rlop.dev/job``/``rlop.dev/pool`` labels, a controller owner
+reference to the RLJob, and a ``rlop.dev/spec-hash`` annotation of its own rendering, so an unchanged child
+is recognised without a write.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from rlop.api.models import API_VERSION, KIND, ControllerPool, Pool, RLJob
+
+Manifest = dict[str, Any]
+
+JOB_LABEL = "rlop.dev/job"
+POOL_LABEL = "rlop.dev/pool"
+HASH_ANNOTATION = "rlop.dev/spec-hash"
+GANG_GATE = "rlop.dev/gang"
+MANAGED_BY = {"app.kubernetes.io/managed-by": "rlop"}
+FIELD_MANAGER = "rlop"
+
+
+def child_name(job: str, pool: str) -> str:
+    return f"{job}-{pool}"
+
+
+def selector(job: str, pool: str) -> dict[str, str]:
+    return {JOB_LABEL: job, POOL_LABEL: pool}
+
+
+def pool_labels(job: str, pool: str) -> dict[str, str]:
+    return {
+        **selector(job, pool),
+        **MANAGED_BY,
+        "app.kubernetes.io/instance": job,
+        "app.kubernetes.io/component": pool,
+    }
+
+
+def spec_hash(manifest: Manifest) -> str:
+    body = json.dumps(manifest, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(body.encode()).hexdigest()[:16]
+
+
+def discovery_env(job: RLJob, pool: str) -> list[dict[str, Any]]:
+    """Environment variables that let each pool find the others (only pools that exist)."""
+    name, ns, pools = job.metadata.name, job.metadata.namespace, job.spec.pools
+    env: list[dict[str, Any]] = [
+        {"name": "RLOP_JOB", "value": name},
+        {"name": "RLOP_NAMESPACE", "value": ns},
+        {"name": "RLOP_POOL", "value": pool},
+        {
+            "name": "RLOP_TRAINER_ADDR",
+            "value": f"{child_name(name, 'trainer')}-0.{child_name(name, 'trainer')}.{ns}.svc:"
+            f"{pools.trainer.port}",
+        },
+        {"name": "RLOP_TRAINER_REPLICAS", "value": str(pools.trainer.replicas)},
+    ]
+    for other in ("rollout", "reward", "sandbox", "controller"):
+        spec = getattr(pools, other)
+        if spec is not None:
+            url = f"http://{child_name(name, other)}.{ns}.svc:{spec.port}"
+            env.append({"name": f"RLOP_{other.upper()}_URL", "value": url})
+    if pool == "trainer":
+        index = "metadata.labels['apps.kubernetes.io/pod-index']"
+        env.append({"name": "RLOP_TRAINER_RANK", "valueFrom": {"fieldRef": {"fieldPath": index}}})
+    return env
+
+
+def _pod_template(job: RLJob, pool: str, template: Any) -> Manifest:
+    """The user's template plus rlop's labels and discovery env (the user's own env vars win)."""
+    tpl: Manifest = copy.deepcopy(template.model_dump(mode="json", exclude_none=True))
+    meta = tpl.setdefault("metadata", {})
+    meta["labels"] = {**meta.get("labels", {}), **pool_labels(job.metadata.name, pool)}
+    ours = discovery_env(job, pool)
+    for container in tpl["spec"]["containers"]:
+        theirs = container.get("env", [])
+        taken = {e["name"] for e in theirs}
+        container["env"] = [e for e in ours if e["name"] not in taken] + theirs
+    return tpl
+
+
+def _metadata(job: RLJob, pool: str) -> Manifest:
+    return {
+        "name": child_name(job.metadata.name, pool),
+        "namespace": job.metadata.namespace,
+        "labels": pool_labels(job.metadata.name, pool),
+        "ownerReferences": [
+            {
+                "apiVersion": API_VERSION,
+                "kind": KIND,
+                "name": job.metadata.name,
+                "uid": job.metadata.uid,
+                "controller": True,
+                "blockOwnerDeletion": True,
+            }
+        ],
+    }
+
+
+def _stamped(manifest: Manifest) -> Manifest:
+    manifest["metadata"].setdefault("annotations", {})[HASH_ANNOTATION] = spec_hash(manifest)
+    return manifest
+
+
+def trainer_statefulset(job: RLJob, replicas: int) -> Manifest:
+    """Trainers: a StatefulSet whose pods start behind a scheduling gate that rlop lifts for all at once.
+
+    ``OnDelete`` updates: a changed template restarts the whole gang together (rlop deletes the pods),
+    never a mix of old and new ranks.
+    """
+    trainer = job.spec.pools.trainer
+    tpl = _pod_template(job, "trainer", trainer.template)
+    tpl["spec"]["schedulingGates"] = [{"name": GANG_GATE}]
+    tpl["spec"].setdefault("subdomain", child_name(job.metadata.name, "trainer"))
+    return _stamped(
+        {
+            "apiVersion": "apps/v1",
+            "kind": "StatefulSet",
+            "metadata": _metadata(job, "trainer"),
+            "spec": {
+                "replicas": replicas,
+                "serviceName": child_name(job.metadata.name, "trainer"),
+                "podManagementPolicy": "Parallel",
+                "updateStrategy": {"type": "OnDelete"},
+                "selector": {"matchLabels": selector(job.metadata.name, "trainer")},
+                "template": tpl,
+            },
+        }
+    )
+
+
+def pool_deployment(job: RLJob, pool: str, spec: Pool | ControllerPool, replicas: int) -> Manifest:
+    return _stamped(
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": _metadata(job, pool),
+            "spec": {
+                "replicas": replicas,
+                "selector": {"matchLabels": selector(job.metadata.name, pool)},
+                "template": _pod_template(job, pool, spec.template),
+            },
+        }
+    )
+
+
+def pool_service(job: RLJob, pool: str, port: int, headless: bool) -> Manifest:
+    spec: Manifest = {
+        "selector": selector(job.metadata.name, pool),
+        "ports": [{"name": "main", "port": port, "targetPort": port, "protocol": "TCP"}],
+    }
+    if headless:  # ranks find each other by stable DNS names, ready or not
+        spec |= {"clusterIP": "None", "publishNotReadyAddresses": True}
+    return _stamped({"apiVersion": "v1", "kind": "Service", "metadata": _metadata(job, pool), "spec": spec})
+
+
+def render(job: RLJob, replicas: Mapping[str, int]) -> list[Manifest]:
+    """All children of `job`, given the replica count chosen for each pool."""
+    pools = job.spec.pools
+    out = [
+        trainer_statefulset(job, replicas["trainer"]),
+        pool_service(job, "trainer", pools.trainer.port, headless=True),
+    ]
+    for pool in ("rollout", "reward", "sandbox", "controller"):
+        spec = getattr(pools, pool)
+        if spec is None:
+            continue
+        out.append(pool_deployment(job, pool, spec, replicas[pool]))
+        out.append(pool_service(job, pool, spec.port, headless=False))
+    return out
