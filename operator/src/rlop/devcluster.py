@@ -167,12 +167,14 @@ class DevCluster:
 
     # -------------------------------------------------------------- using it
 
-    def kubectl(self, *args: str, input: str | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:
+    def kubectl(
+        self, *args: str, stdin: str | None = None, check: bool = True
+    ) -> subprocess.CompletedProcess[str]:
         cmd = [binary("kubectl"), f"--kubeconfig={self.kubeconfig}", *args]
-        return subprocess.run(cmd, input=input, capture_output=True, text=True, check=check, timeout=120)
+        return subprocess.run(cmd, input=stdin, capture_output=True, text=True, check=check, timeout=120)
 
     def apply(self, objects: Sequence[dict[str, Any]]) -> None:
-        self.kubectl("apply", "--server-side", "-f", "-", input=yaml.safe_dump_all(objects))
+        self.kubectl("apply", "--server-side", "-f", "-", stdin=yaml.safe_dump_all(objects))
 
     def add_nodes(self, nodes: Sequence[NodeSpec]) -> None:
         self.apply([n.manifest() for n in nodes])

@@ -122,7 +122,7 @@ def rljob_crd() -> Schema:
     columns += [_column(p.capitalize(), f".status.pools.{p}.replicas") for p in POOL_NAMES[:4]]
     columns += [
         _column("Age", ".metadata.creationTimestamp", "date"),
-        _column("Reason", ".status.conditions[?(@.type==\"Ready\")].message", priority=1),
+        _column("Reason", '.status.conditions[?(@.type=="Ready")].message', priority=1),
     ]
     return {
         "apiVersion": "apiextensions.k8s.io/v1",

@@ -271,7 +271,7 @@ class RLJob(BaseModel):
 
     model_config = ConfigDict(validate_by_name=True, serialize_by_alias=True)
 
-    api_version: Literal["rlop.dev/v1alpha1"] = Field(default=API_VERSION, alias="apiVersion")
+    api_version: Literal["rlop.dev/v1alpha1"] = Field(default="rlop.dev/v1alpha1", alias="apiVersion")
     kind: Literal["RLJob"] = "RLJob"
     metadata: ObjectMeta
     spec: RLJobSpec

@@ -59,15 +59,15 @@ def discovery_env(job: RLJob, pool: str) -> list[dict[str, Any]]:
             "value": f"{child_name(name, 'trainer')}-0.{child_name(name, 'trainer')}.{ns}.svc:"
             f"{pools.trainer.port}",
         },
-        {"name": "RLOP_TRAINER_REPLICAS", "value": str(pools.trainer.replicas)},
     ]
     for other in ("rollout", "reward", "sandbox", "controller"):
         spec = getattr(pools, other)
         if spec is not None:
             url = f"http://{child_name(name, other)}.{ns}.svc:{spec.port}"
             env.append({"name": f"RLOP_{other.upper()}_URL", "value": url})
-    if pool == "trainer":
+    if pool == "trainer":  # world size only here: resizing the gang must not roll the other pools
         index = "metadata.labels['apps.kubernetes.io/pod-index']"
+        env.append({"name": "RLOP_TRAINER_REPLICAS", "value": str(pools.trainer.replicas)})
         env.append({"name": "RLOP_TRAINER_RANK", "valueFrom": {"fieldRef": {"fieldPath": index}}})
     return env
 

@@ -1,0 +1,108 @@
+"""`rlop`: run the operator, print the CRD, and manage a local development cluster."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+from pathlib import Path
+
+
+def _run(args: argparse.Namespace) -> int:
+    if args.kubeconfig:  # before kubernetes is imported: it reads KUBECONFIG once, at import
+        os.environ["KUBECONFIG"] = args.kubeconfig
+    import kopf
+
+    import rlop.handlers  # noqa: F401 - registers the handlers
+    from rlop.config import Config
+
+    cfg = Config(
+        interval=args.interval,
+        prometheus_url=args.prometheus_url,
+        prometheus_timeout=args.prometheus_timeout,
+        metrics_port=args.metrics_port,
+        kubeconfig=args.kubeconfig,
+    )
+    kopf.configure(verbose=args.verbose, log_format=kopf.LogFormat.PLAIN)
+    if not args.verbose:  # kopf reports every trigger handler call; rlop logs its decisions itself
+        logging.getLogger("kopf.objects").setLevel(logging.WARNING)
+    kopf.run(
+        standalone=True,
+        clusterwide=not args.namespace,
+        namespaces=args.namespace or (),
+        liveness_endpoint=args.liveness or None,
+        memo=kopf.Memo(config=cfg),
+    )
+    return 0
+
+
+def _crd(args: argparse.Namespace) -> int:
+    from rlop.api.crd import rljob_crd_yaml
+
+    sys.stdout.write(rljob_crd_yaml())
+    return 0
+
+
+def _dev_cluster(args: argparse.Namespace) -> int:
+    from rlop.devcluster import DevCluster, default_nodes, describe
+
+    workdir = Path(args.dir).absolute()
+    if args.action == "up":
+        cluster = DevCluster(workdir).start(default_nodes(args.gpu_nodes, args.cpu_nodes))
+        cluster.kubectl("apply", "--server-side", "-f", str(_repo_file("crds")))
+        print(json.dumps(describe(cluster), indent=2))
+        print(f"\nexport KUBECONFIG={cluster.kubeconfig}", file=sys.stderr)
+    elif args.action == "down":
+        if (workdir / "state.json").exists():
+            DevCluster.load(workdir).stop()
+    else:
+        print(f"export KUBECONFIG={DevCluster.load(workdir).kubeconfig}")
+    return 0
+
+
+def _repo_file(name: str) -> Path:
+    """A file of the source checkout (the dev commands run from one)."""
+    return Path(__file__).resolve().parents[3] / name
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="rlop", description=__doc__)
+    sub = p.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="run the operator")
+    run.add_argument("--kubeconfig", default=os.environ.get("KUBECONFIG"))
+    run.add_argument("-n", "--namespace", action="append", help="watch only these namespaces (repeatable)")
+    run.add_argument("--interval", type=float, default=float(os.environ.get("RLOP_INTERVAL", 5)))
+    run.add_argument(
+        "--prometheus-url", default=os.environ.get("RLOP_PROMETHEUS_URL", "http://localhost:9090")
+    )
+    run.add_argument("--prometheus-timeout", type=float, default=3.0)
+    run.add_argument("--metrics-port", type=int, default=int(os.environ.get("RLOP_METRICS_PORT", 9090)))
+    run.add_argument("--liveness", default=os.environ.get("RLOP_LIVENESS", "http://0.0.0.0:8080/healthz"))
+    run.add_argument("-v", "--verbose", action="store_true")
+    run.set_defaults(func=_run)
+
+    crd = sub.add_parser("crd", help="print the RLJob CustomResourceDefinition")
+    crd.set_defaults(func=_crd)
+
+    dev = sub.add_parser("dev", help="local development helpers")
+    devsub = dev.add_subparsers(dest="what", required=True)
+    cluster = devsub.add_parser("cluster", help="a local control plane with simulated nodes")
+    cluster.add_argument("action", choices=["up", "down", "env"])
+    cluster.add_argument("--dir", default=".rlop/cluster")
+    cluster.add_argument("--gpu-nodes", type=int, default=2)
+    cluster.add_argument("--cpu-nodes", type=int, default=4)
+    cluster.set_defaults(func=_dev_cluster)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    code: int = args.func(args)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

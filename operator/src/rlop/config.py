@@ -1,0 +1,14 @@
+"""Operator settings, set from `rlop run` flags (or RLOP_* environment variables in the chart)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Config:
+    interval: float = 5.0  # seconds between full reconcile passes (metrics are read once per pass)
+    prometheus_url: str = "http://localhost:9090"
+    prometheus_timeout: float = 3.0
+    metrics_port: int = 9090  # the operator's own /metrics; 0 turns it off
+    kubeconfig: str | None = None

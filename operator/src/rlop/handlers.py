@@ -1,0 +1,115 @@
+"""The kopf shell: indexes that keep slim snapshots of what rlop watches, and triggers for the loop.
+
+No handler here writes anything or returns a value; RLJobs carry no finalizer, so they can be deleted even
+while the operator is down (children go with them through owner references).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import logging
+from typing import Any
+
+import kopf
+from prometheus_client import start_http_server
+
+from rlop.api.models import GROUP, PLURAL, VERSION
+from rlop.config import Config
+from rlop.controller import Controller
+from rlop.kube.client import Kube
+from rlop.plan.observed import ChildInfo, NodeInfo, PodInfo, child_info, node_info, pod_info
+from rlop.plan.render import JOB_LABEL
+
+log = logging.getLogger("rlop")
+OWNED = {JOB_LABEL: kopf.PRESENT}
+
+
+@kopf.on.startup()
+async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
+    cfg: Config = memo.get("config") or Config()
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=GROUP)
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+        prefix=GROUP, key="last-handled-configuration"
+    )
+    settings.posting.enabled = False  # rlop posts its own events, one per decision
+    settings.scanning.disabled = True
+    if cfg.metrics_port:
+        start_http_server(cfg.metrics_port)
+    memo.controller = Controller(await Kube.connect(cfg.kubeconfig), cfg)
+    memo.loop_task = asyncio.create_task(memo.controller.run(), name="rlop-reconcile-loop")
+    log.info("rlop started: interval %.1fs", cfg.interval)
+
+
+@kopf.on.cleanup()
+async def cleanup(memo: kopf.Memo, **_: Any) -> None:
+    task = memo.get("loop_task")
+    if task is not None:
+        task.cancel()
+    controller = memo.get("controller")
+    if controller is not None:
+        await controller.kube.close()
+
+
+# ---------------------------------------------------------------- indexes (kopf fills them before triggers)
+
+
+def _key(body: kopf.Body) -> tuple[str, str]:
+    return body.metadata.namespace or "", body.metadata.name or ""
+
+
+def _owner(body: kopf.Body) -> tuple[str, str]:
+    """The (namespace, RLJob name) a child belongs to."""
+    return body.metadata.namespace or "", body.metadata.labels[JOB_LABEL]
+
+
+@kopf.index(GROUP, VERSION, PLURAL)
+def rljob_index(body: kopf.Body, **_: Any) -> dict[tuple[str, str], Any]:
+    return {_key(body): copy.deepcopy(dict(body))}
+
+
+@kopf.index("pods", labels=OWNED)
+def job_pods(body: kopf.Body, **_: Any) -> dict[tuple[str, str], PodInfo]:
+    return {_owner(body): pod_info(body)}
+
+
+@kopf.index("pods", field="spec.nodeName", value=kopf.PRESENT)
+def node_pods(body: kopf.Body, **_: Any) -> dict[str, PodInfo]:
+    info = pod_info(body)
+    return {info.node: info} if info.node and not info.terminal else {}
+
+
+@kopf.index("nodes")
+def node_index(body: kopf.Body, **_: Any) -> dict[str, NodeInfo]:
+    info = node_info(body)
+    return {info.name: info}
+
+
+@kopf.index("apps", "v1", "deployments", labels=OWNED)
+def job_deployments(body: kopf.Body, **_: Any) -> dict[tuple[str, str], ChildInfo]:
+    return {_owner(body): child_info(body)}
+
+
+@kopf.index("apps", "v1", "statefulsets", labels=OWNED)
+def job_statefulsets(body: kopf.Body, **_: Any) -> dict[tuple[str, str], ChildInfo]:
+    return {_owner(body): child_info(body)}
+
+
+@kopf.index("v1", "services", labels=OWNED)
+def job_services(body: kopf.Body, **_: Any) -> dict[tuple[str, str], ChildInfo]:
+    return {_owner(body): child_info(body)}
+
+
+# ---------------------------------------------------------------- triggers
+
+
+@kopf.on.event(GROUP, VERSION, PLURAL)
+def rljob_event(body: kopf.Body, memo: Any, **kwargs: Any) -> None:
+    memo.controller.poke(_key(body), kwargs)
+
+
+@kopf.on.event("pods", labels=OWNED)
+@kopf.on.event("apps", "v1", "deployments", labels=OWNED)
+@kopf.on.event("apps", "v1", "statefulsets", labels=OWNED)
+def child_event(body: kopf.Body, memo: Any, **kwargs: Any) -> None:
+    memo.controller.poke(_owner(body), kwargs)

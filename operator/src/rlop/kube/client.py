@@ -1,0 +1,148 @@
+"""A thin async Kubernetes client: server-side apply, deletes, status patches, events.
+
+Built on the official client's asyncio ApiClient (auth from kubeconfig or the in-cluster ServiceAccount),
+speaking plain JSON dicts: child objects are rendered as camelCase dicts by the planner.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from kubernetes.aio import client, config
+from kubernetes.aio.client.exceptions import ApiException
+
+from rlop.plan.render import FIELD_MANAGER, Manifest
+
+# kind -> (API path prefix, plural). Only the kinds rlop touches; RBAC in the chart matches this table.
+RESOURCES: dict[str, tuple[str, str]] = {
+    "Pod": ("/api/v1", "pods"),
+    "Service": ("/api/v1", "services"),
+    "Event": ("/api/v1", "events"),
+    "Deployment": ("/apis/apps/v1", "deployments"),
+    "StatefulSet": ("/apis/apps/v1", "statefulsets"),
+    "RLJob": ("/apis/rlop.dev/v1alpha1", "rljobs"),
+}
+
+
+class KubeError(Exception):
+    """An API call failed; `status` is the HTTP code, `message` the API server's explanation."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(f"{status}: {message}")
+        self.status = status
+        self.message = message
+
+
+def path(kind: str, namespace: str, name: str | None = None, subresource: str | None = None) -> str:
+    prefix, plural = RESOURCES[kind]
+    out = f"{prefix}/namespaces/{namespace}/{plural}"
+    if name:
+        out += f"/{name}"
+    if subresource:
+        out += f"/{subresource}"
+    return out
+
+
+class Kube:
+    def __init__(self, api: client.ApiClient) -> None:
+        self.api = api
+
+    @classmethod
+    async def connect(cls, kubeconfig: str | None = None) -> Kube:
+        cfg = client.Configuration()
+        kubeconfig = kubeconfig or os.environ.get("KUBECONFIG")
+        if kubeconfig:
+            await config.load_kube_config(config_file=kubeconfig, client_configuration=cfg)
+        else:
+            config.load_incluster_config(client_configuration=cfg)
+        return cls(client.ApiClient(cfg))
+
+    async def close(self) -> None:
+        await self.api.close()
+
+    async def request(
+        self,
+        method: str,
+        url: str,
+        body: Any = None,
+        query: Mapping[str, Any] | None = None,
+        content_type: str = "application/json",
+    ) -> Any:
+        headers = {"Content-Type": content_type, "Accept": "application/json"}
+        try:
+            _, full, headers, body, _ = await self.api.param_serialize(
+                method,
+                url,
+                query_params=list((query or {}).items()),
+                header_params=headers,
+                body=body,
+                auth_settings=["BearerToken"],
+            )
+            resp = await self.api.call_api(method, full, header_params=headers, body=body)
+            data = await resp.read()
+        except ApiException as exc:
+            raise KubeError(exc.status or 0, _message(exc.body)) from None
+        return json.loads(data) if data else None
+
+    async def apply(self, manifest: Manifest) -> Any:
+        """Server-side apply as the `rlop` field manager (idempotent; retakes fields others changed)."""
+        meta = manifest["metadata"]
+        url = path(manifest["kind"], meta["namespace"], meta["name"])
+        query = {"fieldManager": FIELD_MANAGER, "force": "true", "fieldValidation": "Strict"}
+        return await self.request("PATCH", url, manifest, query, "application/apply-patch+yaml")
+
+    async def delete(self, kind: str, namespace: str, name: str) -> None:
+        try:
+            await self.request("DELETE", path(kind, namespace, name), {"propagationPolicy": "Background"})
+        except KubeError as exc:
+            if exc.status != 404:
+                raise
+
+    async def patch_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> Any:
+        url = path("RLJob", namespace, name, "status")
+        return await self.request("PATCH", url, {"status": status}, None, "application/merge-patch+json")
+
+    async def remove_scheduling_gate(self, namespace: str, pod: str, gate: str) -> None:
+        patch = {"spec": {"schedulingGates": [{"$patch": "delete", "name": gate}]}}
+        await self.request(
+            "PATCH", path("Pod", namespace, pod), patch, None, "application/strategic-merge-patch+json"
+        )
+
+    async def event(self, obj: Mapping[str, Any], type_: str, reason: str, message: str) -> None:
+        """Post a core/v1 Event about `obj` (what `kubectl describe` shows)."""
+        meta = obj["metadata"]
+        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        event = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"name": f"{meta['name']}.{uuid.uuid4().hex[:12]}", "namespace": meta["namespace"]},
+            "involvedObject": {
+                "apiVersion": obj["apiVersion"],
+                "kind": obj["kind"],
+                "name": meta["name"],
+                "namespace": meta["namespace"],
+                "uid": meta.get("uid"),
+            },
+            "type": type_,
+            "reason": reason,
+            "message": message[:1024],
+            "source": {"component": "rlop"},
+            "reportingComponent": "rlop",
+            "reportingInstance": os.environ.get("HOSTNAME", "rlop"),
+            "firstTimestamp": now,
+            "lastTimestamp": now,
+            "count": 1,
+        }
+        await self.request("POST", path("Event", meta["namespace"]), event)
+
+
+def _message(body: Any) -> str:
+    try:
+        return str(json.loads(body)["message"])
+    except (TypeError, ValueError, KeyError):
+        return str(body)

@@ -1,0 +1,79 @@
+"""Gang start of the trainer pool (pure): lift every scheduling gate at once, or none.
+
+Trainer pods are created behind the ``rlop.dev/gang`` scheduling gate. They are released together only
+when all gated pods fit the cluster's free capacity at once; a template change restarts the whole gang.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from rlop.plan.capacity import free_capacity, place_all, shortfall
+from rlop.plan.observed import ChildInfo, NodeInfo, PodInfo
+
+
+@dataclass(frozen=True)
+class GangDecision:
+    scheduled: bool  # every trainer pod exists, is ungated and bound to a node
+    reason: str  # CamelCase, for the condition
+    message: str
+    release: Sequence[str] = ()  # gated pods to release now
+    placement: Mapping[str, str] = field(default_factory=dict)  # where they are expected to land
+    restart: Sequence[str] = ()  # pods to delete so the gang restarts on a new template
+
+
+def _fmt(amounts: Mapping[str, float]) -> str:
+    return ", ".join(f"{k} {v:g}" for k, v in sorted(amounts.items()))
+
+
+def plan_gang(
+    replicas: int,
+    pods: Sequence[PodInfo],
+    statefulset: ChildInfo | None,
+    nodes: Sequence[NodeInfo],
+    bound_pods: Iterable[PodInfo],
+) -> GangDecision:
+    """Decide what to do with the trainer pods of one job."""
+    live = [p for p in pods if not p.deleting and not p.terminal]
+    if replicas == 0:
+        return GangDecision(False, "Suspended", "trainer pool has 0 replicas")
+    revision = statefulset.update_revision if statefulset and statefulset.up_to_date else None
+    stale = [p for p in live if revision and p.revision and p.revision != revision]
+    if stale:
+        names = sorted(p.name for p in live)
+        return GangDecision(
+            False,
+            "Restarting",
+            f"trainer template changed: restarting all {len(names)} trainer pods together",
+            restart=names,
+        )
+    if any(p.deleting for p in pods):
+        return GangDecision(False, "Terminating", "waiting for old trainer pods to terminate")
+    if len(live) < replicas:
+        return GangDecision(False, "Creating", f"{len(live)} of {replicas} trainer pods created")
+    gated = [p for p in live if p.gated]
+    if not gated:
+        unbound = [p for p in live if not p.node]
+        if unbound:
+            why = next((p.unschedulable for p in unbound if p.unschedulable), "waiting for the scheduler")
+            return GangDecision(False, "Unschedulable", f"{len(unbound)} trainer pods not placed: {why}")
+        return GangDecision(True, "Scheduled", f"all {len(live)} trainer pods placed")
+    priority = min(p.priority for p in gated)
+    free = free_capacity(nodes, bound_pods, min_priority=priority)
+    placement, unplaced = place_all(gated, nodes, free)
+    if unplaced:
+        short = shortfall(gated, free)
+        detail = f"; short of {_fmt(short)}" if short else " (capacity is fragmented across nodes)"
+        return GangDecision(
+            False,
+            "InsufficientCapacity",
+            f"{len(gated) - len(unplaced)} of {len(gated)} gated trainer pods fit{detail}; none started",
+        )
+    return GangDecision(
+        False,
+        "Released",
+        f"released {len(gated)} trainer pods together",
+        release=sorted(p.name for p in gated),
+        placement=placement,
+    )

@@ -1,0 +1,186 @@
+"""The plan for one RLJob (pure): which children to write or delete, which trainer pods to release or
+restart, the new status and the events that explain it."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from rlop.api.models import Phase, PoolStatus, RLJob, RLJobStatus
+from rlop.plan.gang import GangDecision, plan_gang
+from rlop.plan.observed import ChildInfo, NodeInfo, PodInfo
+from rlop.plan.render import HASH_ANNOTATION, Manifest, child_name, render
+from rlop.plan.status import GANG, READY, SYNCED, find, set_condition
+
+ChildKey = tuple[str, str]  # (kind, name)
+
+
+@dataclass(frozen=True)
+class Event:
+    type: str  # Normal | Warning
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True)
+class JobObservation:
+    job: RLJob
+    children: Mapping[ChildKey, ChildInfo] = field(default_factory=dict)
+    pods: Sequence[PodInfo] = ()  # this job's pods
+    nodes: Sequence[NodeInfo] = ()
+    bound_pods: Sequence[PodInfo] = ()  # every pod bound to a node, for capacity accounting
+
+
+@dataclass(frozen=True)
+class JobPlan:
+    apply: list[Manifest]
+    delete: list[ChildKey]
+    release: list[str]
+    restart: list[str]
+    status: RLJobStatus
+    events: list[Event]
+
+
+def fixed_replicas(job: RLJob) -> dict[str, int]:
+    """Replicas of the pools that do not autoscale (0 for all when suspended)."""
+    pools = job.spec.pools
+    out = {"trainer": pools.trainer.replicas}
+    if pools.controller is not None:
+        out["controller"] = 1
+    for name in ("rollout", "reward", "sandbox"):
+        spec = getattr(pools, name)
+        if spec is not None and spec.autoscale is None:
+            out[name] = 1 if spec.replicas is None else spec.replicas
+    return {k: 0 for k in out} if job.spec.suspend else out
+
+
+def _diff(
+    desired: list[Manifest], children: Mapping[ChildKey, ChildInfo]
+) -> tuple[list[Manifest], list[Event]]:
+    writes, events = [], []
+    for manifest in desired:
+        key = (manifest["kind"], manifest["metadata"]["name"])
+        seen = children.get(key)
+        if seen is not None and seen.spec_hash == manifest["metadata"]["annotations"][HASH_ANNOTATION]:
+            continue
+        writes.append(manifest)
+        verb = "Created" if seen is None else "Updated"
+        events.append(Event("Normal", verb, f"{verb} {key[0]} {key[1]}"))
+    return writes, events
+
+
+def _pool_status(
+    job: RLJob, replicas: Mapping[str, int], pods: Sequence[PodInfo], reasons: Mapping[str, str]
+) -> dict[str, PoolStatus]:
+    old = job.status.pools if job.status else {}
+    out = {}
+    for pool, desired in replicas.items():
+        ready = sum(1 for p in pods if p.pool == pool and p.ready and not p.deleting)
+        prev = old.get(pool, PoolStatus())
+        out[pool] = prev.model_copy(
+            update={
+                "desired": desired,
+                "ready": ready,
+                "replicas": f"{ready}/{desired}",
+                "reason": reasons.get(pool, prev.reason),
+            }
+        )
+    return out
+
+
+def _readiness(pools: Mapping[str, PoolStatus], gang: GangDecision) -> tuple[bool, str]:
+    lagging = [f"{name} {p.ready}/{p.desired}" for name, p in pools.items() if p.ready < p.desired]
+    if not gang.scheduled and pools.get("trainer", PoolStatus()).desired > 0:
+        lagging.insert(0, f"trainer gang: {gang.message}")
+    return not lagging, "; ".join(lagging) or "all pools ready"
+
+
+def plan_job(
+    obs: JobObservation,
+    now: datetime,
+    replicas: Mapping[str, int],
+    reasons: Mapping[str, str] | None = None,
+) -> JobPlan:
+    """Plan one reconcile of `obs.job` with the given replicas per pool."""
+    job = obs.job
+    name, generation = job.metadata.name, job.metadata.generation
+    desired = render(job, replicas)
+    writes, events = _diff(desired, obs.children)
+    wanted = {(m["kind"], m["metadata"]["name"]) for m in desired}
+    delete = sorted(set(obs.children) - wanted)
+    events += [Event("Normal", "Deleted", f"Deleted {k} {n}: pool removed from spec") for k, n in delete]
+
+    trainer = [p for p in obs.pods if p.pool == "trainer"]
+    sts = obs.children.get(("StatefulSet", child_name(name, "trainer")))
+    gang = plan_gang(replicas["trainer"], trainer, sts, obs.nodes, obs.bound_pods)
+    if gang.release:
+        spots = Counter(gang.placement.values())
+        fit = ", ".join(f"{node} x{count}" for node, count in sorted(spots.items()))
+        events.append(Event("Normal", "GangReleased", f"{gang.message} (capacity checked on {fit})"))
+    if gang.restart:
+        events.append(Event("Normal", "GangRestart", gang.message))
+
+    old = job.status or RLJobStatus()
+    pools = _pool_status(job, replicas, obs.pods, reasons or {})
+    ready, why = _readiness(pools, gang)
+    conditions = set_condition(
+        old.conditions,
+        GANG,
+        "True" if gang.scheduled else "False",
+        gang.reason,
+        gang.message,
+        now,
+        generation,
+    )
+    conditions = set_condition(
+        conditions,
+        READY,
+        "True" if ready else "False",
+        "AllPoolsReady" if ready else "NotReady",
+        why,
+        now,
+        generation,
+    )
+    conditions = set_condition(
+        conditions, SYNCED, "True", "Applied", "children match the spec", now, generation
+    )
+    phase: Phase = "Suspended" if job.spec.suspend else "Running" if ready else "Pending"
+    status = old.model_copy(
+        update={"phase": phase, "observed_generation": generation, "pools": pools, "conditions": conditions}
+    )
+    events += _transitions(old, status)
+    return JobPlan(writes, delete, list(gang.release), list(gang.restart), status, events)
+
+
+def _transitions(old: RLJobStatus, new: RLJobStatus) -> list[Event]:
+    """One event per condition whose status or reason changed, so nothing repeats while steady.
+
+    A condition that starts out False is news only when it names a problem (e.g. InsufficientCapacity).
+    """
+    out = []
+    for cond in new.conditions:
+        before = find(old.conditions, cond.type)
+        if before is not None and (before.status, before.reason) == (cond.status, cond.reason):
+            continue
+        if cond.reason in ("Released", "Restarting", "Applied"):
+            continue  # explained by GangReleased / GangRestart / Created events
+        if cond.status == "True":
+            out.append(Event("Normal", cond.type, cond.message))
+        elif before is not None or cond.reason in _PROBLEMS:
+            out.append(Event("Warning", cond.reason, cond.message))
+    return out
+
+
+_PROBLEMS = ("InsufficientCapacity", "Unschedulable", "ApplyFailed")
+
+
+def with_apply_errors(status: RLJobStatus, errors: Sequence[str], now: datetime) -> RLJobStatus:
+    """Mark the status of a plan whose writes the API server refused."""
+    if not errors:
+        return status
+    conditions = set_condition(
+        status.conditions, SYNCED, "False", "ApplyFailed", "; ".join(errors), now, status.observed_generation
+    )
+    return status.model_copy(update={"phase": "Error", "conditions": conditions})

@@ -1,0 +1,141 @@
+"""Slim, immutable snapshots of what the operator observes, built from raw API objects (pure).
+
+Indexes keep these instead of whole objects: less memory, and the planners get exactly what they read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from rlop.plan.quantity import Resources, add, parse_quantity
+from rlop.plan.render import GANG_GATE, HASH_ANNOTATION, JOB_LABEL, POOL_LABEL
+
+Raw = Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Taint:
+    key: str
+    value: str = ""
+    effect: str = "NoSchedule"
+
+
+@dataclass(frozen=True)
+class NodeInfo:
+    name: str
+    allocatable: Resources
+    labels: Mapping[str, str] = field(default_factory=dict)
+    taints: tuple[Taint, ...] = ()
+    schedulable: bool = True
+
+
+@dataclass(frozen=True)
+class PodInfo:
+    name: str
+    namespace: str = "default"
+    node: str | None = None
+    requests: Resources = field(default_factory=dict)
+    phase: str = "Pending"
+    ready: bool = False
+    gated: bool = False
+    deleting: bool = False
+    priority: int = 0
+    job: str | None = None
+    pool: str | None = None
+    revision: str | None = None
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    tolerations: tuple[Mapping[str, Any], ...] = ()
+    unschedulable: str | None = None
+
+    @property
+    def terminal(self) -> bool:
+        return self.phase in ("Succeeded", "Failed")
+
+
+@dataclass(frozen=True)
+class ChildInfo:
+    kind: str
+    name: str
+    spec_hash: str | None = None
+    replicas: int | None = None
+    ready: int = 0
+    update_revision: str | None = None
+    up_to_date: bool = True
+
+
+def _requests(containers: list[Raw]) -> Resources:
+    total: Resources = {}
+    for c in containers:
+        req = dict((c.get("resources") or {}).get("limits") or {})  # limits default the requests
+        req.update((c.get("resources") or {}).get("requests") or {})
+        total = add(total, {k: parse_quantity(v) for k, v in req.items()})
+    return total
+
+
+def pod_requests(spec: Raw) -> Resources:
+    """Effective requests, as the scheduler counts them: containers, init containers, overhead, a pod slot."""
+    total = _requests(spec.get("containers") or [])
+    for init in spec.get("initContainers") or []:
+        for key, value in _requests([init]).items():
+            total[key] = max(total.get(key, 0.0), value)
+    overhead = {k: parse_quantity(v) for k, v in (spec.get("overhead") or {}).items()}
+    return add(add(total, overhead), {"pods": 1.0})
+
+
+def pod_info(body: Raw) -> PodInfo:
+    meta, spec, status = body.get("metadata") or {}, body.get("spec") or {}, body.get("status") or {}
+    labels = meta.get("labels") or {}
+    conditions = {c.get("type"): c for c in status.get("conditions") or []}
+    scheduled = conditions.get("PodScheduled") or {}
+    unschedulable = scheduled.get("message") if scheduled.get("reason") == "Unschedulable" else None
+    return PodInfo(
+        name=meta.get("name", ""),
+        namespace=meta.get("namespace", "default"),
+        node=spec.get("nodeName") or None,
+        requests=pod_requests(spec),
+        phase=status.get("phase", "Pending"),
+        ready=(conditions.get("Ready") or {}).get("status") == "True",
+        gated=any(g.get("name") == GANG_GATE for g in spec.get("schedulingGates") or []),
+        deleting=bool(meta.get("deletionTimestamp")),
+        priority=int(spec.get("priority") or 0),
+        job=labels.get(JOB_LABEL),
+        pool=labels.get(POOL_LABEL),
+        revision=labels.get("controller-revision-hash"),
+        node_selector=dict(spec.get("nodeSelector") or {}),
+        tolerations=tuple(spec.get("tolerations") or ()),
+        unschedulable=unschedulable,
+    )
+
+
+def node_info(body: Raw) -> NodeInfo:
+    meta, spec, status = body.get("metadata") or {}, body.get("spec") or {}, body.get("status") or {}
+    ready = any(
+        c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or []
+    )
+    taints = tuple(
+        Taint(t.get("key", ""), t.get("value", ""), t.get("effect", "NoSchedule"))
+        for t in spec.get("taints") or []
+    )
+    return NodeInfo(
+        name=meta.get("name", ""),
+        allocatable={k: parse_quantity(v) for k, v in (status.get("allocatable") or {}).items()},
+        labels=dict(meta.get("labels") or {}),
+        taints=taints,
+        schedulable=ready and not spec.get("unschedulable", False),
+    )
+
+
+def child_info(body: Raw) -> ChildInfo:
+    meta, spec, status = body.get("metadata") or {}, body.get("spec") or {}, body.get("status") or {}
+    generation, observed = meta.get("generation"), status.get("observedGeneration")
+    return ChildInfo(
+        kind=body.get("kind", ""),
+        name=meta.get("name", ""),
+        spec_hash=(meta.get("annotations") or {}).get(HASH_ANNOTATION),
+        replicas=spec.get("replicas"),
+        ready=int(status.get("readyReplicas") or 0),
+        update_revision=status.get("updateRevision"),
+        up_to_date=generation is None or observed == generation,
+    )

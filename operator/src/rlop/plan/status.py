@@ -1,0 +1,43 @@
+"""Conditions and status bookkeeping (pure): a transition time moves only when a condition flips."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+from rlop.api.models import Condition, ConditionStatus
+
+READY = "Ready"
+GANG = "GangScheduled"
+SYNCED = "Synced"
+
+
+def set_condition(
+    conditions: Sequence[Condition],
+    type_: str,
+    status: ConditionStatus,
+    reason: str,
+    message: str,
+    now: datetime,
+    generation: int | None,
+) -> list[Condition]:
+    """Return `conditions` with `type_` set; lastTransitionTime is kept unless the status flips."""
+    old = next((c for c in conditions if c.type == type_), None)
+    since = old.last_transition_time if old is not None and old.status == status else now
+    new = Condition(
+        type=type_,
+        status=status,
+        reason=reason,
+        message=message[:4096],
+        last_transition_time=since,
+        observed_generation=generation,
+    )
+    return (
+        [c for c in conditions if c.type != type_] + [new]
+        if old is None
+        else [new if c.type == type_ else c for c in conditions]
+    )
+
+
+def find(conditions: Sequence[Condition], type_: str) -> Condition | None:
+    return next((c for c in conditions if c.type == type_), None)
