@@ -62,6 +62,12 @@ def _dev_cluster(args: argparse.Namespace) -> int:
     return 0
 
 
+def _demo(args: argparse.Namespace) -> int:
+    from rlop import demo
+
+    return demo.run(Path(args.dir).absolute(), args.duration, Path(args.file))
+
+
 def _repo_file(name: str) -> Path:
     """A file of the source checkout (the dev commands run from one)."""
     return Path(__file__).resolve().parents[3] / name
@@ -86,6 +92,12 @@ def parser() -> argparse.ArgumentParser:
 
     crd = sub.add_parser("crd", help="print the RLJob CustomResourceDefinition")
     crd.set_defaults(func=_crd)
+
+    demo = sub.add_parser("demo", help="a local cluster, the operator and an RLJob, live")
+    demo.add_argument("--dir", default=".rlop/demo")
+    demo.add_argument("--duration", type=float, default=120)
+    demo.add_argument("-f", "--file", default=str(_repo_file("examples/rljob.yaml")))
+    demo.set_defaults(func=_demo)
 
     dev = sub.add_parser("dev", help="local development helpers")
     devsub = dev.add_subparsers(dest="what", required=True)

@@ -128,21 +128,17 @@ class DevCluster:
             raise
         return self
 
-    def stop(self) -> None:
-        for name, pid in reversed(list(self.pids.items())):
-            try:
-                os.kill(pid, signal.SIGTERM)
-            except ProcessLookupError:
-                continue
-            for _ in range(50):
-                try:
-                    os.kill(pid, 0)
-                except ProcessLookupError:
-                    break
-                time.sleep(0.1)
-            else:
-                os.kill(pid, signal.SIGKILL)
-            self.pids[name] = 0
+    def stop(self, grace: float = 10) -> None:
+        """SIGTERM every process, then SIGKILL whatever is still alive after `grace` seconds."""
+        alive = [pid for pid in self.pids.values() if pid and not _exited(pid)]
+        for pid in alive:
+            os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + grace
+        while alive and time.monotonic() < deadline:
+            alive = [pid for pid in alive if not _exited(pid)]
+            time.sleep(0.1)
+        for pid in alive:
+            os.kill(pid, signal.SIGKILL)
         self.pids = {}
         self._save()
 
@@ -171,7 +167,10 @@ class DevCluster:
         self, *args: str, stdin: str | None = None, check: bool = True
     ) -> subprocess.CompletedProcess[str]:
         cmd = [binary("kubectl"), f"--kubeconfig={self.kubeconfig}", *args]
-        return subprocess.run(cmd, input=stdin, capture_output=True, text=True, check=check, timeout=120)
+        out = subprocess.run(cmd, input=stdin, capture_output=True, text=True, timeout=120)
+        if check and out.returncode:
+            raise RuntimeError(f"kubectl {' '.join(args)} failed ({out.returncode}): {out.stderr.strip()}")
+        return out
 
     def apply(self, objects: Sequence[dict[str, Any]]) -> None:
         self.kubectl("apply", "--server-side", "-f", "-", stdin=yaml.safe_dump_all(objects))

@@ -43,16 +43,23 @@ class JobPlan:
     events: list[Event]
 
 
-def fixed_replicas(job: RLJob) -> dict[str, int]:
-    """Replicas of the pools that do not autoscale (0 for all when suspended)."""
+def base_replicas(job: RLJob) -> dict[str, int]:
+    """Replicas per pool before autoscaling: fixed pools as specified (1 if unset), autoscaled pools at
+    their last decision kept within [min, max] (minReplicas at first); all 0 when suspended."""
     pools = job.spec.pools
+    old = job.status.pools if job.status else {}
     out = {"trainer": pools.trainer.replicas}
     if pools.controller is not None:
         out["controller"] = 1
     for name in ("rollout", "reward", "sandbox"):
         spec = getattr(pools, name)
-        if spec is not None and spec.autoscale is None:
+        if spec is None:
+            continue
+        if spec.autoscale is None:
             out[name] = 1 if spec.replicas is None else spec.replicas
+        else:
+            last = old[name].desired if name in old else spec.autoscale.min_replicas
+            out[name] = min(max(last, spec.autoscale.min_replicas), spec.autoscale.max_replicas)
     return {k: 0 for k in out} if job.spec.suspend else out
 
 

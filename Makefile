@@ -1,0 +1,50 @@
+# rlop developer commands. The two a newcomer needs: `make demo` and `make test`.
+SHELL := /bin/bash
+VENV ?= .venv
+PY := $(VENV)/bin/python
+export RLOP_CACHE ?= $(HOME)/.cache/rlop
+export RLOP_BIN_DIR ?= $(RLOP_CACHE)/bin
+PYTEST_ARGS ?=
+
+.PHONY: help venv binaries crd lint test unit integration demo cluster cluster-down clean
+
+help:
+	@grep -E '^[a-z-]+:.*## ' Makefile | sed 's/:.*## /\t/'
+
+$(VENV)/.stamp: pyproject.toml
+	python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev]'
+	touch $@
+
+venv: $(VENV)/.stamp ## Python virtualenv with rlop and the dev tools
+
+binaries: ## build etcd, kube-*, kubectl, kwok from Go modules into $(RLOP_BIN_DIR) (cached)
+	bash hack/build-binaries.sh
+
+crd: venv ## regenerate the CRD from the pydantic models
+	$(PY) -m rlop crd > crds/rljobs.rlop.dev.yaml
+
+lint: venv ## ruff + mypy
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
+
+test: venv binaries lint ## everything: lint, unit tests, integration tests on the real local control plane
+	$(PY) -m pytest $(PYTEST_ARGS); rc=$$?; \
+	  if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing" >&2; exit 1; fi; exit $$rc
+
+unit: venv ## unit tests only (no cluster)
+	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
+
+demo: venv binaries ## a cluster, the operator and the example RLJob, live
+	$(PY) -m rlop demo
+
+cluster: venv binaries ## a local control plane with simulated nodes in .rlop/cluster
+	$(PY) -m rlop dev cluster up
+
+cluster-down: venv
+	$(PY) -m rlop dev cluster down
+
+clean:
+	rm -rf $(VENV) .rlop .pytest_cache .mypy_cache .ruff_cache

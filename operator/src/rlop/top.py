@@ -1,0 +1,32 @@
+"""A terminal table of RLJob pools: desired/ready replicas, last metric and the reason (pure rendering)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+COLUMNS = ("JOB", "POOL", "READY", "DESIRED", "METRIC", "REASON")
+
+
+def rows(jobs: Iterable[Mapping[str, Any]]) -> list[tuple[str, ...]]:
+    out: list[tuple[str, ...]] = []
+    for job in jobs:
+        name = f"{job['metadata']['namespace']}/{job['metadata']['name']}"
+        status = job.get("status") or {}
+        for pool, st in sorted((status.get("pools") or {}).items()):
+            metric = st.get("lastMetric")
+            out.append((
+                name, pool, str(st.get("ready", 0)), str(st.get("desired", 0)),
+                "-" if metric is None else f"{metric:g}", st.get("reason") or "",
+            ))  # fmt: skip
+        ready = next((c for c in status.get("conditions") or [] if c["type"] == "Ready"), None)
+        if ready and ready["status"] != "True":
+            out.append((name, "-", "", "", "", f"{status.get('phase', '')}: {ready['message']}"))
+    return out
+
+
+def table(jobs: Iterable[Mapping[str, Any]], width: int = 160) -> str:
+    data = [COLUMNS, *rows(jobs)]
+    widths = [max(len(r[i]) for r in data) for i in range(len(COLUMNS) - 1)]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=False)) + "  " + r[-1] for r in data]
+    return "\n".join(line[:width] for line in lines)

@@ -1,0 +1,96 @@
+"""plan_job: writes only what differs, explains every change once."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+
+from rlop.plan.job import JobObservation, base_replicas, plan_job, with_apply_errors
+from rlop.plan.observed import child_info
+
+from .builders import job, node, pod
+
+NOW = datetime(2026, 12, 1, tzinfo=UTC)
+NODES = [node("g0", cpu=64, gpus=8)]
+
+
+def _settled(j, pods):  # type: ignore[no-untyped-def]
+    """Observe a job whose children were all applied as planned."""
+    first = plan_job(JobObservation(j, nodes=NODES, pods=pods, bound_pods=pods), NOW, base_replicas(j))
+    children = {(m["kind"], m["metadata"]["name"]): child_info(m) for m in first.apply}
+    return first, children
+
+
+def test_first_plan_creates_everything_and_releases_the_gang() -> None:
+    j = job()
+    pods = [pod(f"j-trainer-{i}", gpus=4, gated=True, pool="trainer") for i in range(2)]
+    plan, _ = _settled(j, pods)
+    assert {m["kind"] for m in plan.apply} == {"StatefulSet", "Service", "Deployment"}
+    assert plan.release == ["j-trainer-0", "j-trainer-1"]
+    reasons = [e.reason for e in plan.events]
+    assert reasons.count("Created") == 4 and "GangReleased" in reasons
+    assert plan.status.phase == "Pending"
+
+
+def test_steady_state_plans_no_writes_and_no_events() -> None:
+    j = job()
+    pods = [pod(f"j-trainer-{i}", node="g0", gpus=4, pool="trainer", ready=True) for i in range(2)]
+    pods.append(pod("j-rollout-x", node="g0", pool="rollout", ready=True))
+    first, children = _settled(j, pods)
+    j = j.model_copy(update={"status": first.status})
+    obs = JobObservation(j, children=children, nodes=NODES, pods=pods, bound_pods=pods)
+    again = plan_job(obs, NOW + timedelta(seconds=30), base_replicas(j))
+    assert (again.apply, again.delete, again.release, again.restart, again.events) == ([], [], [], [], [])
+    assert again.status == first.status
+    assert again.status.phase == "Running"
+    assert again.status.pools["trainer"].replicas == "2/2"
+
+
+def test_removed_pool_children_are_deleted() -> None:
+    with_reward = job(
+        reward={"replicas": 1, "template": {"spec": {"containers": [{"name": "r", "image": "i"}]}}}
+    )
+    _, children = _settled(with_reward, [])
+    plan = plan_job(JobObservation(job(), children=children, nodes=NODES), NOW, base_replicas(job()))
+    assert plan.delete == [("Deployment", "j-reward"), ("Service", "j-reward")]
+
+
+def test_suspend_scales_every_pool_to_zero() -> None:
+    j = job(suspend=True)
+    assert set(base_replicas(j).values()) == {0}
+    plan = plan_job(JobObservation(j, nodes=NODES), NOW, base_replicas(j))
+    assert plan.status.phase == "Suspended"
+
+
+def test_transition_time_moves_only_on_flips_and_events_fire_once() -> None:
+    j = job(trainer={"replicas": 3, "template": {"spec": {"containers": [
+        {"name": "t", "image": "i", "resources": {"limits": {"nvidia.com/gpu": 4}}}]}}})  # fmt: skip
+    pods = [pod(f"j-trainer-{i}", gpus=4, gated=True, pool="trainer") for i in range(3)]
+    first = plan_job(JobObservation(j, nodes=NODES, pods=pods), NOW, base_replicas(j))
+    assert [e.reason for e in first.events if e.type == "Warning"] == ["InsufficientCapacity"]
+    j2 = j.model_copy(update={"status": first.status})
+    second = plan_job(
+        JobObservation(j2, nodes=NODES, pods=pods), NOW + timedelta(minutes=5), base_replicas(j2)
+    )
+    assert not [e for e in second.events if e.type == "Warning"]
+    gang = next(c for c in second.status.conditions if c.type == "GangScheduled")
+    assert gang.last_transition_time == NOW
+
+
+def test_apply_errors_mark_the_job() -> None:
+    plan = plan_job(JobObservation(job(), nodes=NODES), NOW, base_replicas(job()))
+    status = with_apply_errors(
+        plan.status, ["Deployment j-rollout: spec.template.spec.containers[0].image: Required"], NOW
+    )
+    synced = next(c for c in status.conditions if c.type == "Synced")
+    assert (status.phase, synced.status, synced.reason) == ("Error", "False", "ApplyFailed")
+    assert "containers[0].image" in synced.message
+    assert with_apply_errors(plan.status, [], NOW) is plan.status
+
+
+def test_child_info_reads_the_hash_and_readiness() -> None:
+    meta = {"name": "d", "generation": 2, "annotations": {"rlop.dev/spec-hash": "abc"}}
+    status = {"readyReplicas": 2, "observedGeneration": 1}
+    info = child_info({"kind": "Deployment", "metadata": meta, "spec": {"replicas": 3}, "status": status})
+    assert replace(info) == info
+    assert (info.spec_hash, info.replicas, info.ready, info.up_to_date) == ("abc", 3, 2, False)

@@ -1,0 +1,73 @@
+from __future__ import annotations
+
+from rlop.plan.render import GANG_GATE, HASH_ANNOTATION, render, spec_hash
+
+from .builders import container, job
+
+
+def _by_kind(objs: list[dict]) -> dict[tuple[str, str], dict]:  # type: ignore[type-arg]
+    return {(o["kind"], o["metadata"]["name"]): o for o in objs}
+
+
+def test_one_workload_and_one_service_per_pool_with_deterministic_names() -> None:
+    j = job(
+        sandbox={
+            "replicas": 3,
+            "template": {"spec": {"containers": [container(requests={"cpu": 1, "memory": "1Gi"})]}},
+        }
+    )
+    objs = _by_kind(render(j, {"trainer": 2, "rollout": 1, "sandbox": 3}))
+    assert set(objs) == {
+        ("StatefulSet", "j-trainer"), ("Service", "j-trainer"),
+        ("Deployment", "j-rollout"), ("Service", "j-rollout"),
+        ("Deployment", "j-sandbox"), ("Service", "j-sandbox"),
+    }  # fmt: skip
+    for obj in objs.values():
+        meta = obj["metadata"]
+        assert meta["namespace"] == "ns"
+        assert meta["labels"]["rlop.dev/job"] == "j"
+        owner = meta["ownerReferences"][0]
+        assert (owner["kind"], owner["name"], owner["uid"], owner["controller"]) == (
+            "RLJob",
+            "j",
+            "uid-1",
+            True,
+        )
+    assert objs[("Deployment", "j-sandbox")]["spec"]["replicas"] == 3
+
+
+def test_trainer_is_gated_parallel_ondelete_with_headless_service() -> None:
+    objs = _by_kind(render(job(), {"trainer": 2, "rollout": 1}))
+    sts = objs[("StatefulSet", "j-trainer")]["spec"]
+    assert sts["podManagementPolicy"] == "Parallel"
+    assert sts["updateStrategy"] == {"type": "OnDelete"}
+    assert sts["template"]["spec"]["schedulingGates"] == [{"name": GANG_GATE}]
+    svc = objs[("Service", "j-trainer")]["spec"]
+    assert svc["clusterIP"] == "None" and svc["publishNotReadyAddresses"] is True
+    assert svc["ports"][0]["port"] == 29500
+
+
+def test_discovery_env_is_injected_and_user_env_wins() -> None:
+    rollout = {"replicas": 1, "template": {"spec": {"containers": [
+        {**container(), "env": [{"name": "RLOP_POOL", "value": "mine"}]}]}}}  # fmt: skip
+    objs = _by_kind(render(job(rollout=rollout), {"trainer": 2, "rollout": 1}))
+    env = objs[("Deployment", "j-rollout")]["spec"]["template"]["spec"]["containers"][0]["env"]
+    names = [e["name"] for e in env]
+    assert names.count("RLOP_POOL") == 1 and {"name": "RLOP_POOL", "value": "mine"} in env
+    assert {"name": "RLOP_TRAINER_ADDR", "value": "j-trainer-0.j-trainer.ns.svc:29500"} in env
+    assert {"name": "RLOP_ROLLOUT_URL", "value": "http://j-rollout.ns.svc:8000"} in env
+    assert "RLOP_TRAINER_REPLICAS" not in names  # world size only reaches the trainers
+    trainer_env = objs[("StatefulSet", "j-trainer")]["spec"]["template"]["spec"]["containers"][0]["env"]
+    assert {"name": "RLOP_TRAINER_REPLICAS", "value": "2"} in trainer_env
+    assert any(e["name"] == "RLOP_TRAINER_RANK" for e in trainer_env)
+
+
+def test_hash_is_stable_and_tracks_changes() -> None:
+    a = render(job(), {"trainer": 2, "rollout": 1})
+    b = render(job(), {"trainer": 2, "rollout": 1})
+    c = render(job(), {"trainer": 2, "rollout": 3})
+    hashes = [[o["metadata"]["annotations"][HASH_ANNOTATION] for o in objs] for objs in (a, b, c)]
+    assert hashes[0] == hashes[1]
+    assert hashes[0][2] != hashes[2][2]  # the rollout Deployment
+    assert hashes[0][0] == hashes[2][0]  # the trainer did not change
+    assert spec_hash({"a": 1}) == spec_hash({"a": 1})
