@@ -38,9 +38,7 @@ class Kubectl:
     def __init__(self, cluster: DevCluster, namespace: str) -> None:
         self.cluster, self.ns = cluster, namespace
 
-    def __call__(
-        self, *args: str, stdin: str | None = None, check: bool = True
-    ) -> subprocess.CompletedProcess[str]:
+    def __call__(self, *args: str, stdin: str | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:
         return self.cluster.kubectl("-n", self.ns, *args, stdin=stdin, check=check)
 
     def apply(self, obj: dict[str, Any] | str, check: bool = True) -> subprocess.CompletedProcess[str]:

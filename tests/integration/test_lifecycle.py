@@ -47,11 +47,7 @@ def condition(k: Kubectl, type_: str, name: str = "grpo") -> dict[str, Any]:
 
 def running(k: Kubectl, pool: str) -> list[dict[str, Any]]:
     pods = k.items("pods", f"rlop.dev/pool={pool}")
-    return [
-        p
-        for p in pods
-        if p["status"].get("phase") == "Running" and not p["metadata"].get("deletionTimestamp")
-    ]
+    return [p for p in pods if p["status"].get("phase") == "Running" and not p["metadata"].get("deletionTimestamp")]
 
 
 def test_crd_is_served(k: Kubectl) -> None:

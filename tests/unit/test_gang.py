@@ -36,9 +36,7 @@ def trainers(n: int, gpus: float = 4, gated: bool = True, **extra) -> list:  # t
         ("suspended", 0, [], [], "Suspended", 0),
     ],
 )  # fmt: skip
-def test_gang_decisions(
-    case: str, replicas: int, pods: list, bound: list, reason: str, released: int
-) -> None:  # type: ignore[type-arg]
+def test_gang_decisions(case: str, replicas: int, pods: list, bound: list, reason: str, released: int) -> None:  # type: ignore[type-arg]
     d = plan_gang(replicas, pods, STS, GPU_NODES, bound)
     assert (d.reason, len(d.release)) == (reason, released), d.message
     assert d.scheduled == (reason == "Scheduled")

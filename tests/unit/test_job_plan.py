@@ -16,7 +16,7 @@ NODES = [node("g0", cpu=64, gpus=8)]
 
 def _settled(j, pods):  # type: ignore[no-untyped-def]
     """Observe a job whose children were all applied as planned."""
-    first = plan_job(JobObservation(j, nodes=NODES, pods=pods, bound_pods=pods), NOW, base_replicas(j))
+    first = plan_job(JobObservation(j, nodes=NODES, pods=pods, bound_pods=pods), NOW)
     children = {(m["kind"], m["metadata"]["name"]): child_info(m) for m in first.apply}
     return first, children
 
@@ -39,7 +39,7 @@ def test_steady_state_plans_no_writes_and_no_events() -> None:
     first, children = _settled(j, pods)
     j = j.model_copy(update={"status": first.status})
     obs = JobObservation(j, children=children, nodes=NODES, pods=pods, bound_pods=pods)
-    again = plan_job(obs, NOW + timedelta(seconds=30), base_replicas(j))
+    again = plan_job(obs, NOW + timedelta(seconds=30))
     assert (again.apply, again.delete, again.release, again.restart, again.events) == ([], [], [], [], [])
     assert again.status == first.status
     assert again.status.phase == "Running"
@@ -47,18 +47,16 @@ def test_steady_state_plans_no_writes_and_no_events() -> None:
 
 
 def test_removed_pool_children_are_deleted() -> None:
-    with_reward = job(
-        reward={"replicas": 1, "template": {"spec": {"containers": [{"name": "r", "image": "i"}]}}}
-    )
+    with_reward = job(reward={"replicas": 1, "template": {"spec": {"containers": [{"name": "r", "image": "i"}]}}})
     _, children = _settled(with_reward, [])
-    plan = plan_job(JobObservation(job(), children=children, nodes=NODES), NOW, base_replicas(job()))
+    plan = plan_job(JobObservation(job(), children=children, nodes=NODES), NOW)
     assert plan.delete == [("Deployment", "j-reward"), ("Service", "j-reward")]
 
 
 def test_suspend_scales_every_pool_to_zero() -> None:
     j = job(suspend=True)
     assert set(base_replicas(j).values()) == {0}
-    plan = plan_job(JobObservation(j, nodes=NODES), NOW, base_replicas(j))
+    plan = plan_job(JobObservation(j, nodes=NODES), NOW)
     assert plan.status.phase == "Suspended"
 
 
@@ -66,19 +64,17 @@ def test_transition_time_moves_only_on_flips_and_events_fire_once() -> None:
     j = job(trainer={"replicas": 3, "template": {"spec": {"containers": [
         {"name": "t", "image": "i", "resources": {"limits": {"nvidia.com/gpu": 4}}}]}}})  # fmt: skip
     pods = [pod(f"j-trainer-{i}", gpus=4, gated=True, pool="trainer") for i in range(3)]
-    first = plan_job(JobObservation(j, nodes=NODES, pods=pods), NOW, base_replicas(j))
+    first = plan_job(JobObservation(j, nodes=NODES, pods=pods), NOW)
     assert [e.reason for e in first.events if e.type == "Warning"] == ["InsufficientCapacity"]
     j2 = j.model_copy(update={"status": first.status})
-    second = plan_job(
-        JobObservation(j2, nodes=NODES, pods=pods), NOW + timedelta(minutes=5), base_replicas(j2)
-    )
+    second = plan_job(JobObservation(j2, nodes=NODES, pods=pods), NOW + timedelta(minutes=5))
     assert not [e for e in second.events if e.type == "Warning"]
     gang = next(c for c in second.status.conditions if c.type == "GangScheduled")
     assert gang.last_transition_time == NOW
 
 
 def test_apply_errors_mark_the_job() -> None:
-    plan = plan_job(JobObservation(job(), nodes=NODES), NOW, base_replicas(job()))
+    plan = plan_job(JobObservation(job(), nodes=NODES), NOW)
     status = with_apply_errors(
         plan.status, ["Deployment j-rollout: spec.template.spec.containers[0].image: Required"], NOW
     )

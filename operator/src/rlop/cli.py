@@ -81,9 +81,7 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--kubeconfig", default=os.environ.get("KUBECONFIG"))
     run.add_argument("-n", "--namespace", action="append", help="watch only these namespaces (repeatable)")
     run.add_argument("--interval", type=float, default=float(os.environ.get("RLOP_INTERVAL", 5)))
-    run.add_argument(
-        "--prometheus-url", default=os.environ.get("RLOP_PROMETHEUS_URL", "http://localhost:9090")
-    )
+    run.add_argument("--prometheus-url", default=os.environ.get("RLOP_PROMETHEUS_URL", "http://localhost:9090"))
     run.add_argument("--prometheus-timeout", type=float, default=3.0)
     run.add_argument("--metrics-port", type=int, default=int(os.environ.get("RLOP_METRICS_PORT", 9090)))
     run.add_argument("--liveness", default=os.environ.get("RLOP_LIVENESS", "http://0.0.0.0:8080/healthz"))

@@ -20,10 +20,10 @@ from rlop import metrics
 from rlop.api.models import RLJob, RLJobStatus
 from rlop.config import Config
 from rlop.kube.client import Kube, KubeError
-from rlop.plan.job import Event, JobObservation, JobPlan, base_replicas, plan_job, with_apply_errors
+from rlop.plan.job import JobObservation, JobPlan, plan_job, with_apply_errors
 from rlop.plan.observed import ChildInfo, NodeInfo, PodInfo
 from rlop.plan.render import GANG_GATE
-from rlop.plan.status import SYNCED, set_condition
+from rlop.plan.status import SYNCED, Event, set_condition
 
 log = logging.getLogger("rlop")
 JobKey = tuple[str, str]  # (namespace, name)
@@ -108,7 +108,7 @@ class Controller:
         except ValidationError as exc:
             await self.report_invalid(body, exc, now)
             return
-        plan = plan_job(self.observe(key, job), now, base_replicas(job))
+        plan = plan_job(self.observe(key, job), now)
         errors = await self.execute(job, plan)
         status = with_apply_errors(plan.status, errors, now)
         await self.write_status(job, status)

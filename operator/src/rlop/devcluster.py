@@ -163,9 +163,7 @@ class DevCluster:
 
     # -------------------------------------------------------------- using it
 
-    def kubectl(
-        self, *args: str, stdin: str | None = None, check: bool = True
-    ) -> subprocess.CompletedProcess[str]:
+    def kubectl(self, *args: str, stdin: str | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:
         cmd = [binary("kubectl"), f"--kubeconfig={self.kubeconfig}", *args]
         out = subprocess.run(cmd, input=stdin, capture_output=True, text=True, timeout=120)
         if check and out.returncode:
@@ -185,9 +183,7 @@ class DevCluster:
 
     def _spawn(self, name: str, args: list[str]) -> None:
         log = open(self.workdir / "logs" / f"{name}.log", "ab")  # noqa: SIM115 - the child owns it
-        proc = subprocess.Popen(
-            [binary(name), *args], stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-        )
+        proc = subprocess.Popen([binary(name), *args], stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         self.pids[name] = proc.pid
 
     def _save(self) -> None:
@@ -197,9 +193,7 @@ class DevCluster:
     def _write_credentials(self) -> None:
         pki = self.workdir / "pki"
         pki.mkdir()
-        subprocess.run(
-            ["openssl", "genrsa", "-out", str(pki / "sa.key"), "2048"], check=True, capture_output=True
-        )
+        subprocess.run(["openssl", "genrsa", "-out", str(pki / "sa.key"), "2048"], check=True, capture_output=True)
         (pki / "tokens.csv").write_text(f'{TOKEN},admin,admin-uid,"system:masters"\n')
 
     def _etcd_args(self) -> list[str]:

@@ -30,9 +30,7 @@ def _cel(*rules: tuple[str, str]) -> dict[str, Any]:
 class ApiModel(BaseModel):
     """Base: camelCase on the wire, unknown fields refused."""
 
-    model_config = ConfigDict(
-        alias_generator=to_camel, validate_by_name=True, serialize_by_alias=True, extra="forbid"
-    )
+    model_config = ConfigDict(alias_generator=to_camel, validate_by_name=True, serialize_by_alias=True, extra="forbid")
 
 
 class OpenModel(ApiModel):
@@ -141,6 +139,12 @@ class Autoscale(ApiModel):
     min_replicas: int = Field(default=1, ge=0, le=10000)
     max_replicas: int = Field(ge=1, le=10000)
     metrics: list[Metric] = Field(min_length=1, max_length=8)
+    deletion_cost_query: str | None = Field(
+        default=None,
+        max_length=4096,
+        description="PromQL returning one series per pod (label `pod`): how busy each pod is. Before a "
+        "scale-down the least busy pods get the lowest controller.kubernetes.io/pod-deletion-cost.",
+    )
     behavior: Behavior | None = None
     on_metrics_unavailable: Literal["hold"] = Field(
         default="hold", description="Missing data never scales: hold (or go to fallbackReplicas if set)."
@@ -239,13 +243,31 @@ class Condition(ApiModel):
     observed_generation: int | None = None
 
 
+class Recommendation(ApiModel):
+    """A replica count the autoscaler recommended, until `until` (unset: still recommended)."""
+
+    replicas: int
+    until: datetime | None = None
+
+
+class ScaleEvent(ApiModel):
+    time: datetime
+    change: int  # +n scaled up, -n scaled down
+
+
 class PoolStatus(ApiModel):
     desired: int = 0
     ready: int = 0
     replicas: str = Field(default="0/0", description="ready/desired, for display")
     reason: str | None = Field(default=None, max_length=1024)
     last_scale_time: datetime | None = None
-    last_metric: float | None = None
+    last_metric: float | None = Field(default=None, description="the metric value behind the last decision")
+    recommendations: list[Recommendation] | None = Field(
+        default=None, max_length=64, description="stabilization-window history (survives restarts)"
+    )
+    scale_events: list[ScaleEvent] | None = Field(
+        default=None, max_length=128, description="rate-limit history (survives restarts)"
+    )
 
 
 class RLJobStatus(ApiModel):

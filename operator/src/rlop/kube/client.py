@@ -109,9 +109,7 @@ class Kube:
 
     async def remove_scheduling_gate(self, namespace: str, pod: str, gate: str) -> None:
         patch = {"spec": {"schedulingGates": [{"$patch": "delete", "name": gate}]}}
-        await self.request(
-            "PATCH", path("Pod", namespace, pod), patch, None, "application/strategic-merge-patch+json"
-        )
+        await self.request("PATCH", path("Pod", namespace, pod), patch, None, "application/strategic-merge-patch+json")
 
     async def event(self, obj: Mapping[str, Any], type_: str, reason: str, message: str) -> None:
         """Post a core/v1 Event about `obj` (what `kubectl describe` shows)."""

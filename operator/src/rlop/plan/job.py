@@ -12,16 +12,10 @@ from rlop.api.models import Phase, PoolStatus, RLJob, RLJobStatus
 from rlop.plan.gang import GangDecision, plan_gang
 from rlop.plan.observed import ChildInfo, NodeInfo, PodInfo
 from rlop.plan.render import HASH_ANNOTATION, Manifest, child_name, render
-from rlop.plan.status import GANG, READY, SYNCED, find, set_condition
+from rlop.plan.scaling import Scaling
+from rlop.plan.status import GANG, PROBLEM_WHEN_TRUE, READY, SYNCED, Event, find, set_condition
 
 ChildKey = tuple[str, str]  # (kind, name)
-
-
-@dataclass(frozen=True)
-class Event:
-    type: str  # Normal | Warning
-    reason: str
-    message: str
 
 
 @dataclass(frozen=True)
@@ -41,6 +35,7 @@ class JobPlan:
     restart: list[str]
     status: RLJobStatus
     events: list[Event]
+    pod_costs: Mapping[str, int] = field(default_factory=dict)  # deletion costs to set before scaling down
 
 
 def base_replicas(job: RLJob) -> dict[str, int]:
@@ -63,9 +58,7 @@ def base_replicas(job: RLJob) -> dict[str, int]:
     return {k: 0 for k in out} if job.spec.suspend else out
 
 
-def _diff(
-    desired: list[Manifest], children: Mapping[ChildKey, ChildInfo]
-) -> tuple[list[Manifest], list[Event]]:
+def _diff(desired: list[Manifest], children: Mapping[ChildKey, ChildInfo]) -> tuple[list[Manifest], list[Event]]:
     writes, events = [], []
     for manifest in desired:
         key = (manifest["kind"], manifest["metadata"]["name"])
@@ -78,22 +71,13 @@ def _diff(
     return writes, events
 
 
-def _pool_status(
-    job: RLJob, replicas: Mapping[str, int], pods: Sequence[PodInfo], reasons: Mapping[str, str]
-) -> dict[str, PoolStatus]:
+def _pool_status(job: RLJob, scaling: Scaling, pods: Sequence[PodInfo]) -> dict[str, PoolStatus]:
     old = job.status.pools if job.status else {}
     out = {}
-    for pool, desired in replicas.items():
+    for pool, desired in scaling.replicas.items():
         ready = sum(1 for p in pods if p.pool == pool and p.ready and not p.deleting)
-        prev = old.get(pool, PoolStatus())
-        out[pool] = prev.model_copy(
-            update={
-                "desired": desired,
-                "ready": ready,
-                "replicas": f"{ready}/{desired}",
-                "reason": reasons.get(pool, prev.reason),
-            }
-        )
+        update = {"desired": desired, "ready": ready, "replicas": f"{ready}/{desired}"}
+        out[pool] = old.get(pool, PoolStatus()).model_copy(update={**scaling.pools.get(pool, {}), **update})
     return out
 
 
@@ -104,20 +88,18 @@ def _readiness(pools: Mapping[str, PoolStatus], gang: GangDecision) -> tuple[boo
     return not lagging, "; ".join(lagging) or "all pools ready"
 
 
-def plan_job(
-    obs: JobObservation,
-    now: datetime,
-    replicas: Mapping[str, int],
-    reasons: Mapping[str, str] | None = None,
-) -> JobPlan:
-    """Plan one reconcile of `obs.job` with the given replicas per pool."""
+def plan_job(obs: JobObservation, now: datetime, scaling: Scaling | None = None) -> JobPlan:
+    """Plan one reconcile of `obs.job`. Without a fresh scaling decision, every pool keeps its replicas."""
     job = obs.job
     name, generation = job.metadata.name, job.metadata.generation
+    scaling = scaling or Scaling(base_replicas(job))
+    replicas = scaling.replicas
     desired = render(job, replicas)
     writes, events = _diff(desired, obs.children)
     wanted = {(m["kind"], m["metadata"]["name"]) for m in desired}
     delete = sorted(set(obs.children) - wanted)
     events += [Event("Normal", "Deleted", f"Deleted {k} {n}: pool removed from spec") for k, n in delete]
+    events += scaling.events
 
     trainer = [p for p in obs.pods if p.pool == "trainer"]
     sts = obs.children.get(("StatefulSet", child_name(name, "trainer")))
@@ -130,10 +112,13 @@ def plan_job(
         events.append(Event("Normal", "GangRestart", gang.message))
 
     old = job.status or RLJobStatus()
-    pools = _pool_status(job, replicas, obs.pods, reasons or {})
+    pools = _pool_status(job, scaling, obs.pods)
     ready, why = _readiness(pools, gang)
+    conditions = list(old.conditions)
+    for type_, state, reason, message in scaling.conditions:
+        conditions = set_condition(conditions, type_, state, reason, message, now, generation)  # type: ignore[arg-type]
     conditions = set_condition(
-        old.conditions,
+        conditions,
         GANG,
         "True" if gang.scheduled else "False",
         gang.reason,
@@ -150,15 +135,13 @@ def plan_job(
         now,
         generation,
     )
-    conditions = set_condition(
-        conditions, SYNCED, "True", "Applied", "children match the spec", now, generation
-    )
+    conditions = set_condition(conditions, SYNCED, "True", "Applied", "children match the spec", now, generation)
     phase: Phase = "Suspended" if job.spec.suspend else "Running" if ready else "Pending"
     status = old.model_copy(
         update={"phase": phase, "observed_generation": generation, "pools": pools, "conditions": conditions}
     )
     events += _transitions(old, status)
-    return JobPlan(writes, delete, list(gang.release), list(gang.restart), status, events)
+    return JobPlan(writes, delete, list(gang.release), list(gang.restart), status, events, scaling.pod_costs)
 
 
 def _transitions(old: RLJobStatus, new: RLJobStatus) -> list[Event]:
@@ -173,14 +156,18 @@ def _transitions(old: RLJobStatus, new: RLJobStatus) -> list[Event]:
             continue
         if cond.reason in ("Released", "Restarting", "Applied"):
             continue  # explained by GangReleased / GangRestart / Created events
-        if cond.status == "True":
-            out.append(Event("Normal", cond.type, cond.message))
+        bad = (cond.status == "True") == (cond.type in PROBLEM_WHEN_TRUE)
+        if not bad:
+            if before is not None or cond.status == "True":
+                out.append(Event("Normal", cond.type if cond.status == "True" else cond.reason, cond.message))
         elif before is not None or cond.reason in _PROBLEMS:
             out.append(Event("Warning", cond.reason, cond.message))
     return out
 
 
-_PROBLEMS = ("InsufficientCapacity", "Unschedulable", "ApplyFailed")
+_PROBLEMS = (
+    "InsufficientCapacity", "Unschedulable", "ApplyFailed", "PrometheusUnreachable", "MetricsMissing", "GPUBudget",
+)  # fmt: skip
 
 
 def with_apply_errors(status: RLJobStatus, errors: Sequence[str], now: datetime) -> RLJobStatus:

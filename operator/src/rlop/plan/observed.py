@@ -13,6 +13,7 @@ from rlop.plan.quantity import Resources, add, parse_quantity
 from rlop.plan.render import GANG_GATE, HASH_ANNOTATION, JOB_LABEL, POOL_LABEL
 
 Raw = Mapping[str, Any]
+COST_ANNOTATION = "controller.kubernetes.io/pod-deletion-cost"
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,7 @@ class PodInfo:
     node_selector: Mapping[str, str] = field(default_factory=dict)
     tolerations: tuple[Mapping[str, Any], ...] = ()
     unschedulable: str | None = None
+    deletion_cost: int | None = None
 
     @property
     def terminal(self) -> bool:
@@ -106,17 +108,22 @@ def pod_info(body: Raw) -> PodInfo:
         node_selector=dict(spec.get("nodeSelector") or {}),
         tolerations=tuple(spec.get("tolerations") or ()),
         unschedulable=unschedulable,
+        deletion_cost=_int((meta.get("annotations") or {}).get(COST_ANNOTATION)),
     )
+
+
+def _int(text: str | None) -> int | None:
+    try:
+        return None if text is None else int(text)
+    except ValueError:
+        return None
 
 
 def node_info(body: Raw) -> NodeInfo:
     meta, spec, status = body.get("metadata") or {}, body.get("spec") or {}, body.get("status") or {}
-    ready = any(
-        c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or []
-    )
+    ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
     taints = tuple(
-        Taint(t.get("key", ""), t.get("value", ""), t.get("effect", "NoSchedule"))
-        for t in spec.get("taints") or []
+        Taint(t.get("key", ""), t.get("value", ""), t.get("effect", "NoSchedule")) for t in spec.get("taints") or []
     )
     return NodeInfo(
         name=meta.get("name", ""),

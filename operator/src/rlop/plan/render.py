@@ -56,8 +56,7 @@ def discovery_env(job: RLJob, pool: str) -> list[dict[str, Any]]:
         {"name": "RLOP_POOL", "value": pool},
         {
             "name": "RLOP_TRAINER_ADDR",
-            "value": f"{child_name(name, 'trainer')}-0.{child_name(name, 'trainer')}.{ns}.svc:"
-            f"{pools.trainer.port}",
+            "value": f"{child_name(name, 'trainer')}-0.{child_name(name, 'trainer')}.{ns}.svc:{pools.trainer.port}",
         },
     ]
     for other in ("rollout", "reward", "sandbox", "controller"):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 
 from rlop.api.models import Condition, ConditionStatus
@@ -10,6 +11,18 @@ from rlop.api.models import Condition, ConditionStatus
 READY = "Ready"
 GANG = "GangScheduled"
 SYNCED = "Synced"
+METRICS = "MetricsAvailable"
+CAPACITY = "CapacityLimited"
+PROBLEM_WHEN_TRUE = (CAPACITY,)  # conditions that are bad news when True (the others when False)
+
+
+@dataclass(frozen=True)
+class Event:
+    """A Kubernetes event to post on the RLJob."""
+
+    type: str  # Normal | Warning
+    reason: str
+    message: str
 
 
 def set_condition(

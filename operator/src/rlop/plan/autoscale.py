@@ -1,0 +1,239 @@
+"""An HPA-faithful replica calculator (pure; time and history are passed in).
+
+The steps and their reason codes follow kube-controller-manager's podautoscaler (replica_calculator.go
+and horizontal.go): per-metric proposals with a tolerance band, the max over metrics, refusal to scale
+down when any metric is missing, stabilization windows, Pods/Percent rate limits with Max/Min/Disabled,
+and the min/max clamp. Two deliberate differences, both in the safe direction:
+
+- History is a list of *runs* (a recommended value and until when), not a sample per sync, so it fits in
+  status, is written only when it changes, and survives operator restarts.
+- A `Value` metric with no ready pod yet proposes from the current replica count instead of zero.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from rlop.api.models import Autoscale, Behavior, Recommendation, ScaleEvent, ScalingPolicy, ScalingRules
+
+DEFAULT_TOLERANCE = 0.1
+# HPA defaults (autoscaling/v2 HPAScalingRules): up: 0 s window, max(4 pods, 100%) per 15 s;
+# down: 300 s window, 100% per 15 s.
+DEFAULT_UP = ScalingRules(
+    stabilization_window_seconds=0,
+    select_policy="Max",
+    policies=[
+        ScalingPolicy(type="Pods", value=4, period_seconds=15),
+        ScalingPolicy(type="Percent", value=100, period_seconds=15),
+    ],
+)
+DEFAULT_DOWN = ScalingRules(
+    stabilization_window_seconds=300,
+    select_policy="Max",
+    policies=[ScalingPolicy(type="Percent", value=100, period_seconds=15)],
+)
+MAX_RECOMMENDATIONS = 64
+MAX_EVENTS = 128
+
+
+@dataclass(frozen=True)
+class Reading:
+    """One metric's value for one pool; `value` is None when unavailable, with `error` saying why and
+    `unreachable` telling a Prometheus outage from a bad or empty query."""
+
+    value: float | None
+    error: str | None = None
+    unreachable: bool = False
+
+
+@dataclass(frozen=True)
+class Decision:
+    replicas: int
+    code: str  # HPA's reason code: DesiredWithinRange, ScaleUpLimit, ScaleDownStabilized, ...
+    reason: str  # for people
+    demand: float  # replicas the metrics imply (unrounded), for budget arbitration
+    metric: float | None  # the value of the metric that drove the proposal
+    metrics_ok: bool
+    recommendations: list[Recommendation] = field(default_factory=list)
+
+
+def rules(spec: Autoscale, up: bool) -> ScalingRules:
+    """The effective rules of one direction: the user's, with HPA defaults filled in field by field."""
+    default = DEFAULT_UP if up else DEFAULT_DOWN
+    behavior = spec.behavior or Behavior()
+    given = behavior.scale_up if up else behavior.scale_down
+    if given is None:
+        return default
+    return ScalingRules(
+        stabilization_window_seconds=(
+            default.stabilization_window_seconds
+            if given.stabilization_window_seconds is None
+            else given.stabilization_window_seconds
+        ),
+        select_policy=given.select_policy or "Max",
+        policies=given.policies or default.policies,
+        tolerance=given.tolerance,
+    )
+
+
+def _within(ratio: float, spec: Autoscale) -> bool:
+    down = rules(spec, False).tolerance
+    up = rules(spec, True).tolerance
+    lo = 1.0 - (DEFAULT_TOLERANCE if down is None else down)
+    hi = 1.0 + (DEFAULT_TOLERANCE if up is None else up)
+    return lo <= ratio <= hi
+
+
+def propose(spec: Autoscale, index: int, value: float, current: int, ready: int) -> tuple[int, float]:
+    """One metric's proposal (replica_calculator.go) and the unrounded demand behind it."""
+    target = spec.metrics[index].target
+    if target.type == "AverageValue":  # GetExternalPerPodMetricReplicas
+        demand = value / target.value
+        if current and _within(value / (target.value * current), spec):
+            return current, demand
+        return math.ceil(demand - 1e-9), demand
+    ratio = value / target.value  # GetExternalMetricReplicas / getUsageRatioReplicaCount
+    if current == 0:
+        return math.ceil(ratio - 1e-9), ratio
+    base = ready or current
+    if _within(ratio, spec):
+        return current, ratio * base
+    return math.ceil(ratio * base - 1e-9), ratio * base
+
+
+def _in_window(rec: Recommendation, cutoff: datetime, now: datetime) -> bool:
+    """Was `rec` recommended after `cutoff`? An open run was last recommended just before `now`."""
+    return (rec.until or now) > cutoff
+
+
+def stabilize(
+    spec: Autoscale, current: int, desired: int, history: Sequence[Recommendation], now: datetime
+) -> tuple[int, list[Recommendation]]:
+    """stabilizeRecommendationWithBehaviors: clamp `current` between the min of recommendations in the
+    scale-up window and the max of those in the scale-down window; record `desired`."""
+    up_cut = now - timedelta(seconds=rules(spec, True).stabilization_window_seconds or 0)
+    down_cut = now - timedelta(seconds=rules(spec, False).stabilization_window_seconds or 0)
+    up = min([desired] + [r.replicas for r in history if _in_window(r, up_cut, now)])
+    down = max([desired] + [r.replicas for r in history if _in_window(r, down_cut, now)])
+    stabilized = min(max(current, up), down)
+    oldest = min(up_cut, down_cut)
+    kept = [
+        r if r.until is not None else r.model_copy(update={"until": now})
+        for r in history
+        if r.replicas != desired and _in_window(r, oldest, now)
+    ]
+    kept = sorted(kept, key=lambda r: r.until or now)[-(MAX_RECOMMENDATIONS - 1) :]
+    return stabilized, [*kept, Recommendation(replicas=desired)]
+
+
+def _change(events: Sequence[ScaleEvent], period: int, now: datetime, up: bool) -> int:
+    cutoff = now - timedelta(seconds=period)
+    return sum(abs(e.change) for e in events if e.time > cutoff and (e.change > 0) == up)
+
+
+def scale_up_limit(current: int, events: Sequence[ScaleEvent], r: ScalingRules, now: datetime) -> int:
+    """calculateScaleUpLimitWithScalingRules."""
+    if r.select_policy == "Disabled":
+        return current
+    pick = min if r.select_policy == "Min" else max
+    proposals = []
+    for p in r.policies or ():
+        start = current - _change(events, p.period_seconds, now, True) + _change(events, p.period_seconds, now, False)
+        proposals.append(start + p.value if p.type == "Pods" else math.ceil(start * (1 + p.value / 100)))
+    return pick(proposals) if proposals else current
+
+
+def scale_down_limit(current: int, events: Sequence[ScaleEvent], r: ScalingRules, now: datetime) -> int:
+    """calculateScaleDownLimitWithBehaviors."""
+    if r.select_policy == "Disabled":
+        return current
+    pick = max if r.select_policy == "Min" else min
+    proposals = []
+    for p in r.policies or ():
+        start = current - _change(events, p.period_seconds, now, True) + _change(events, p.period_seconds, now, False)
+        proposals.append(start - p.value if p.type == "Pods" else int(start * (1 - p.value / 100)))
+    return pick(proposals) if proposals else current
+
+
+def rate_limit(
+    spec: Autoscale, current: int, desired: int, events: Sequence[ScaleEvent], now: datetime
+) -> tuple[int, str]:
+    """convertDesiredReplicasWithBehaviorRate: the rate-limited, clamped count and HPA's reason code."""
+    if desired > current:
+        limit = max(scale_up_limit(current, events, rules(spec, True), now), current)
+        allowed, code = (limit, "ScaleUpLimit") if spec.max_replicas > limit else (spec.max_replicas, "TooManyReplicas")
+        return (allowed, code) if desired > allowed else (desired, "DesiredWithinRange")
+    if desired < current:
+        limit = min(scale_down_limit(current, events, rules(spec, False), now), current)
+        allowed, code = (
+            (limit, "ScaleDownLimit") if spec.min_replicas < limit else (spec.min_replicas, "TooFewReplicas")
+        )
+        return (allowed, code) if desired < allowed else (desired, "DesiredWithinRange")
+    return desired, "DesiredWithinRange"
+
+
+def record_scale(
+    events: Sequence[ScaleEvent], spec: Autoscale, before: int, after: int, now: datetime
+) -> list[ScaleEvent]:
+    """Append a scale event and drop those older than the longest policy period that could use them."""
+    periods = [p.period_seconds for up in (True, False) for p in rules(spec, up).policies or ()]
+    cutoff = now - timedelta(seconds=max(periods, default=0))
+    kept = [e for e in events if e.time > cutoff]
+    if after != before:
+        kept.append(ScaleEvent(time=now, change=after - before))
+    return kept[-MAX_EVENTS:]
+
+
+_MESSAGES = {
+    "DesiredWithinRange": "within range",
+    "ScaleUpLimit": "limited by the scaleUp policies",
+    "ScaleDownLimit": "limited by the scaleDown policies",
+    "TooManyReplicas": "capped at maxReplicas",
+    "TooFewReplicas": "raised to minReplicas",
+    "ScaleUpStabilized": "held by the scaleUp stabilization window",
+    "ScaleDownStabilized": "held by the scaleDown stabilization window",
+}
+
+
+def decide(
+    spec: Autoscale,
+    current: int,
+    ready: int,
+    readings: Sequence[Reading],
+    recommendations: Sequence[Recommendation],
+    events: Sequence[ScaleEvent],
+    now: datetime,
+) -> Decision:
+    """Desired replicas for one pool (reconcileAutoscaler + normalizeDesiredReplicasWithBehaviors)."""
+    if current > spec.max_replicas:
+        return Decision(
+            spec.max_replicas, "TooManyReplicas", "above maxReplicas", 0.0, None, True, list(recommendations)
+        )
+    if current < spec.min_replicas:
+        return Decision(
+            spec.min_replicas, "TooFewReplicas", "below minReplicas", 0.0, None, True, list(recommendations)
+        )
+    proposals = [(*propose(spec, i, r.value, current, ready), i) for i, r in enumerate(readings) if r.value is not None]
+    missing = [f"metric {i}: {r.error or 'no data'}" for i, r in enumerate(readings) if r.value is None]
+    best = max(proposals, default=None)
+    if best is None or (missing and best[0] < current):  # never scale down on partial data
+        hold = max(current, spec.fallback_replicas or 0) if best is None else current
+        why = "; ".join(missing)
+        verb = f"fallback to {hold}" if hold != current else f"holding {current}"
+        return Decision(hold, "MetricsUnavailable", f"{verb}: {why}", 0.0, None, False, list(recommendations))
+    prenormalized, demand, index = best
+    value = readings[index].value
+    stabilized, history = stabilize(spec, current, prenormalized, recommendations, now)
+    code = "DesiredWithinRange"
+    if stabilized != prenormalized:
+        code = "ScaleUpStabilized" if prenormalized >= current else "ScaleDownStabilized"
+    final, limit_code = rate_limit(spec, current, stabilized, events, now)
+    if limit_code != "DesiredWithinRange" or code == "DesiredWithinRange":
+        code = limit_code
+    target = spec.metrics[index].target
+    per = " per replica" if target.type == "AverageValue" else ""
+    reason = f"metric {value:g} vs target {target.value:g}{per}: wants {prenormalized}, {_MESSAGES[code]}"
+    return Decision(final, code, reason, demand, value, True, history)

@@ -1,0 +1,137 @@
+"""Scaling decisions for one RLJob from metric readings (pure): every autoscaled pool on its own, then the
+GPU budget across them. Status fields change only when a decision does, so steady state writes nothing."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from rlop.api.models import ControllerPool, Pool, PoolStatus, RLJob, TrainerPool
+from rlop.plan.autoscale import Decision, Reading, decide, record_scale
+from rlop.plan.budget import Claim, arbitrate
+from rlop.plan.observed import PodInfo, pod_requests
+from rlop.plan.status import CAPACITY, METRICS, Event
+
+AUTOSCALED = ("rollout", "reward", "sandbox")
+MetricKey = tuple[str, int]  # (pool, metric index)
+
+
+@dataclass(frozen=True)
+class Scaling:
+    """What the autoscaler decided for one job in one interval."""
+
+    replicas: dict[str, int]
+    pools: dict[str, dict[str, Any]] = field(default_factory=dict)  # PoolStatus field updates
+    conditions: list[tuple[str, str, str, str]] = field(default_factory=list)  # type, status, reason, msg
+    events: list[Event] = field(default_factory=list)
+    pod_costs: dict[str, int] = field(default_factory=dict)  # pod -> deletion cost, before a scale-down
+
+
+def gpus_per_replica(pool: Pool | TrainerPool | ControllerPool) -> float:
+    return pod_requests(pool.template.spec.model_dump(mode="json", exclude_none=True)).get("nvidia.com/gpu", 0.0)
+
+
+def autoscaled_pools(job: RLJob) -> dict[str, Pool]:
+    return {n: p for n in AUTOSCALED if (p := getattr(job.spec.pools, n)) is not None and p.autoscale is not None}
+
+
+def _fixed_gpus(job: RLJob, replicas: Mapping[str, int]) -> float:
+    pools = job.spec.pools
+    total = gpus_per_replica(pools.trainer) * replicas["trainer"]
+    if pools.controller is not None:
+        total += gpus_per_replica(pools.controller) * replicas.get("controller", 0)
+    for name in AUTOSCALED:
+        spec = getattr(pools, name)
+        if spec is not None and spec.autoscale is None:
+            total += gpus_per_replica(spec) * replicas.get(name, 0)
+    return total
+
+
+def _metrics_condition(
+    failures: Mapping[str, Decision], readings: Mapping[MetricKey, Reading]
+) -> tuple[str, str, str, str]:
+    if not failures:
+        return (METRICS, "True", "ValidMetrics", "every autoscaled pool has its metrics")
+    missing = [r for (pool, _), r in readings.items() if pool in failures and r.value is None]
+    reason = "PrometheusUnreachable" if missing and all(r.unreachable for r in missing) else "MetricsMissing"
+    message = "; ".join(f"{pool}: {d.reason}" for pool, d in sorted(failures.items()))
+    return (METRICS, "False", reason, message)
+
+
+def deletion_costs(pods: Sequence[PodInfo], busy: Mapping[str, float]) -> dict[str, int]:
+    """Pod deletion costs from how busy each pod is: the ReplicaSet removes the lowest cost first.
+    Only pods whose annotation would change are returned."""
+    out = {}
+    for pod in pods:
+        if pod.deleting or pod.name not in busy:
+            continue
+        cost = max(-(2**31), min(2**31 - 1, round(busy[pod.name] * 1000)))
+        if pod.deletion_cost != cost:
+            out[pod.name] = cost
+    return out
+
+
+def plan_scaling(
+    job: RLJob,
+    base: Mapping[str, int],
+    pods: Sequence[PodInfo],
+    readings: Mapping[MetricKey, Reading],
+    busy: Mapping[str, Mapping[str, float]],
+    now: datetime,
+) -> Scaling:
+    """Decide replicas for every autoscaled pool of `job` (base: the current replicas of every pool)."""
+    pools = autoscaled_pools(job)
+    if job.spec.suspend or not pools:
+        return Scaling(dict(base))
+    old = job.status.pools if job.status else {}
+    decisions: dict[str, Decision] = {}
+    for name, spec in pools.items():
+        assert spec.autoscale is not None
+        prev = old.get(name, PoolStatus())
+        ready = sum(1 for p in pods if p.pool == name and p.ready and not p.deleting)
+        metric_readings = [
+            readings.get((name, i), Reading(None, "not queried")) for i in range(len(spec.autoscale.metrics))
+        ]
+        decisions[name] = decide(
+            spec.autoscale, base[name], ready, metric_readings,
+            prev.recommendations or [], prev.scale_events or [], now,
+        )  # fmt: skip
+    claims = {
+        n: Claim(gpus_per_replica(pools[n]), pools[n].autoscale.min_replicas, d.replicas, d.demand)  # type: ignore[union-attr]
+        for n, d in decisions.items()
+        if d.metrics_ok
+    }
+    budget = job.spec.budget.gpus if job.spec.budget else None
+    allocation = arbitrate(budget, _fixed_gpus(job, base), claims)
+    replicas, updates, events = dict(base), {}, []
+    costs: dict[str, int] = {}
+    for name, d in decisions.items():
+        spec, prev, current = pools[name], old.get(name, PoolStatus()), base[name]
+        final = allocation.replicas.get(name, d.replicas)
+        reason = d.reason + (f"; {allocation.limited[name]}" if name in allocation.limited else "")
+        scale_events = record_scale(prev.scale_events or [], spec.autoscale, current, final, now)  # type: ignore[arg-type]
+        changed = final != current or reason != prev.reason or d.recommendations != (prev.recommendations or [])
+        replicas[name] = final
+        if changed or scale_events != (prev.scale_events or []):
+            updates[name] = {
+                "reason": reason,
+                "last_metric": d.metric if d.metric is not None else prev.last_metric,
+                "recommendations": d.recommendations or None,
+                "scale_events": scale_events or None,
+                "last_scale_time": now if final != current else prev.last_scale_time,
+            }
+        if final != current:
+            verb = "ScaledUp" if final > current else "ScaledDown"
+            events.append(Event("Normal", verb, f"{name} {current} -> {final}: {reason}"))
+        if final < current and name in busy:
+            costs |= deletion_costs([p for p in pods if p.pool == name], busy[name])
+    conditions = [_metrics_condition({n: d for n, d in decisions.items() if not d.metrics_ok}, readings)]
+    if budget is not None:
+        if allocation.limited:
+            msg = "; ".join(f"{n}: {why}" for n, why in sorted(allocation.limited.items()))
+            conditions.append((CAPACITY, "True", "GPUBudget", msg))
+        else:
+            conditions.append((CAPACITY, "False", "WithinBudget", f"the pools fit the GPU budget of {budget:g}"))
+    return Scaling(replicas, updates, conditions, events, costs)
