@@ -18,6 +18,7 @@ import pytest
 import yaml
 
 from rlop.devcluster import DevCluster, default_nodes, free_port
+from rlop.devprometheus import DevPrometheus
 
 ROOT = Path(__file__).resolve().parents[1]
 T = TypeVar("T")
@@ -68,18 +69,66 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevCluster]:
         c.stop()
 
 
+class Exporter:
+    """A real /metrics endpoint whose values the tests set (scraped by the real Prometheus)."""
+
+    LABELS = ("namespace", "rljob", "pool")
+
+    def __init__(self) -> None:
+        from prometheus_client import CollectorRegistry, start_http_server
+
+        self.registry = CollectorRegistry()
+        self.gauges: dict[str, Any] = {}
+        self.port = free_port()
+        self.server, self.thread = start_http_server(self.port, addr="127.0.0.1", registry=self.registry)
+
+    @property
+    def target(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def set(self, metric: str, value: float, **labels: str) -> None:
+        from prometheus_client import Gauge
+
+        if metric not in self.gauges:
+            self.gauges[metric] = Gauge(metric, metric, list(labels), registry=self.registry)
+        self.gauges[metric].labels(**labels).set(value)
+
+    def stop(self) -> None:
+        self.server.shutdown()
+
+
+@pytest.fixture(scope="session")
+def exporter() -> Iterator[Exporter]:
+    e = Exporter()
+    try:
+        yield e
+    finally:
+        e.stop()
+
+
+@pytest.fixture(scope="session")
+def prometheus(exporter: Exporter, tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevPrometheus]:
+    p = DevPrometheus(tmp_path_factory.mktemp("prometheus")).start([exporter.target])
+    try:
+        yield p
+    finally:
+        p.stop()
+
+
 class Operator:
     """The operator as a real process (`python -m rlop run`), with its /metrics and log."""
 
-    def __init__(self, cluster: DevCluster, workdir: Path, interval: float = 1.0) -> None:
-        self.cluster, self.log_path, self.interval = cluster, workdir / "operator.log", interval
+    def __init__(self, cluster: DevCluster, prometheus: DevPrometheus, workdir: Path, interval: float = 1.0) -> None:
+        self.cluster, self.prometheus = cluster, prometheus
+        self.log_path, self.interval = workdir / "operator.log", interval
         self.metrics_port, self.health_port = free_port(), free_port()
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> Operator:
         cmd = [sys.executable, "-m", "rlop", "run", f"--kubeconfig={self.cluster.kubeconfig}",
                f"--interval={self.interval}", f"--metrics-port={self.metrics_port}",
-               f"--liveness=http://127.0.0.1:{self.health_port}/healthz"]  # fmt: skip
+               f"--liveness=http://127.0.0.1:{self.health_port}/healthz",
+               f"--prometheus-url={self.prometheus.url}", "--prometheus-timeout=2"]  # fmt: skip
         log = open(self.log_path, "ab")  # noqa: SIM115 - the child owns it
         self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env={**os.environ})
         wait_for(self._healthy, 60, "operator liveness")
@@ -110,8 +159,10 @@ class Operator:
 
 
 @pytest.fixture(scope="session")
-def operator(cluster: DevCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Operator]:
-    op = Operator(cluster, tmp_path_factory.mktemp("operator")).start()
+def operator(
+    cluster: DevCluster, prometheus: DevPrometheus, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Operator]:
+    op = Operator(cluster, prometheus, tmp_path_factory.mktemp("operator")).start()
     try:
         yield op
     finally:

@@ -62,6 +62,26 @@ def _dev_cluster(args: argparse.Namespace) -> int:
     return 0
 
 
+def _plan(args: argparse.Namespace) -> int:
+    from datetime import UTC, datetime
+
+    import yaml
+
+    from rlop.whatif import what_if
+
+    job = yaml.safe_load(Path(args.file).read_text())
+    metrics = json.loads(Path(args.metrics).read_text()) if args.metrics else {}
+    state = json.loads(Path(args.state).read_text()) if args.state else None
+    if args.now is None:
+        now = datetime.now(UTC)
+    elif args.now.replace(".", "", 1).isdigit():
+        now = datetime.fromtimestamp(float(args.now), UTC)
+    else:
+        now = datetime.fromisoformat(args.now.replace("Z", "+00:00"))
+    print(json.dumps(what_if(job, metrics, state, now.replace(microsecond=0)), indent=2))
+    return 0
+
+
 def _demo(args: argparse.Namespace) -> int:
     from rlop import demo
 
@@ -90,6 +110,13 @@ def parser() -> argparse.ArgumentParser:
 
     crd = sub.add_parser("crd", help="print the RLJob CustomResourceDefinition")
     crd.set_defaults(func=_crd)
+
+    plan = sub.add_parser("plan", help="print the autoscaler's decision for an RLJob file, without a cluster")
+    plan.add_argument("-f", "--file", required=True, help="RLJob YAML")
+    plan.add_argument("--metrics", help='JSON: {"<pool>": [value per metric]}')
+    plan.add_argument("--state", help="JSON: the RLJob status (current replicas and autoscaler history)")
+    plan.add_argument("--now", help="RFC 3339 time or Unix seconds (default: now)")
+    plan.set_defaults(func=_plan)
 
     demo = sub.add_parser("demo", help="a local cluster, the operator and an RLJob, live")
     demo.add_argument("--dir", default=".rlop/demo")

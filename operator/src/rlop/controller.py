@@ -10,7 +10,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -20,12 +20,17 @@ from rlop import metrics
 from rlop.api.models import RLJob, RLJobStatus
 from rlop.config import Config
 from rlop.kube.client import Kube, KubeError
-from rlop.plan.job import JobObservation, JobPlan, plan_job, with_apply_errors
-from rlop.plan.observed import ChildInfo, NodeInfo, PodInfo
-from rlop.plan.render import GANG_GATE
+from rlop.plan.autoscale import Reading
+from rlop.plan.job import JobObservation, JobPlan, base_replicas, plan_job, with_apply_errors
+from rlop.plan.observed import COST_ANNOTATION, ChildInfo, NodeInfo, PodInfo
+from rlop.plan.render import GANG_GATE, HASH_ANNOTATION
+from rlop.plan.scaling import Scaling, autoscaled_pools, plan_scaling
 from rlop.plan.status import SYNCED, Event, set_condition
+from rlop.prom.client import Prometheus, Request, Result, as_reading
+from rlop.prom.promql import per_pod
 
 log = logging.getLogger("rlop")
+WATCH_LAG = 10.0  # seconds to trust our own write over a watch that has not caught up
 JobKey = tuple[str, str]  # (namespace, name)
 
 # kopf index names (the handler functions in rlop.handlers); values are kopf Stores of snapshots
@@ -34,9 +39,12 @@ CHILD_INDEXES = ("job_deployments", "job_statefulsets", "job_services")
 
 
 class Controller:
-    def __init__(self, kube: Kube, cfg: Config) -> None:
+    def __init__(self, kube: Kube, prom: Prometheus, cfg: Config) -> None:
         self.kube = kube
+        self.prom = prom
         self.cfg = cfg
+        self.written: dict[JobKey, tuple[str | None, RLJobStatus]] = {}  # the status rlop last wrote
+        self.applied: dict[tuple[str, str, str], tuple[str, float]] = {}  # child -> (hash, when)
         self.indexes: Mapping[str, Any] | None = None
         self.dirty: set[JobKey] = set()
         self.wake = asyncio.Event()
@@ -51,36 +59,67 @@ class Controller:
     async def run(self) -> None:
         next_full = time.monotonic()
         while True:
-            timeout = max(0.0, next_full - time.monotonic())
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.wake.wait(), timeout)
+                await asyncio.wait_for(self.wake.wait(), max(0.0, next_full - time.monotonic()))
             self.wake.clear()
             if self.indexes is None:
                 next_full = time.monotonic() + self.cfg.interval
                 continue
-            if time.monotonic() >= next_full:
-                keys = set(self.jobs())
+            full = time.monotonic() >= next_full
+            if full:
                 next_full = time.monotonic() + self.cfg.interval
-            else:
-                keys = set()
-            keys |= self.dirty
-            self.dirty = set()
-            await self.reconcile_all(sorted(keys))
+            keys, self.dirty = (set(self.jobs()) | self.dirty) if full else self.dirty, set()
+            await self.reconcile_all(sorted(keys), full)
 
     def jobs(self) -> Iterable[JobKey]:
         return list(self.indexes["rljob_index"].keys()) if self.indexes else []
 
-    async def reconcile_all(self, keys: Iterable[JobKey]) -> None:
-        for key in keys:
+    async def reconcile_all(self, keys: Sequence[JobKey], full: bool = False) -> None:
+        """Reconcile `keys`; a full pass also reads the metrics and lets the autoscaler decide."""
+        jobs = {key: self.load(key) for key in keys}
+        results = await self.read_metrics(jobs) if full else None
+        for key, loaded in jobs.items():
             started = time.perf_counter()
             try:
-                await self.reconcile(key)
+                await self.reconcile(key, loaded, results)
             except Exception:  # one job's failure must not stop the others
                 log.exception("Reconcile of RLJob %s/%s failed", *key)
                 metrics.RECONCILE_ERRORS.inc()
             metrics.RECONCILE_SECONDS.observe(time.perf_counter() - started)
 
     # ------------------------------------------------------------------ one job
+
+    def load(self, key: JobKey) -> tuple[Mapping[str, Any], RLJob | ValidationError] | None:
+        """The job as last seen, with the status rlop last wrote (the watch may not have caught up)."""
+        store = (self.indexes or {}).get("rljob_index", {}).get(key)
+        if not store:
+            self.written.pop(key, None)
+            metrics.forget(*key)
+            return None  # deleted: owner references let the garbage collector remove the children
+        body = next(iter(store))
+        try:
+            job = RLJob.model_validate(body)
+        except ValidationError as exc:
+            return body, exc
+        uid, status = self.written.get(key, (None, None))
+        if status is not None and uid == job.metadata.uid:
+            job = job.model_copy(update={"status": status})
+        return body, job
+
+    async def read_metrics(self, jobs: Mapping[JobKey, Any]) -> dict[Hashable, Result]:
+        requests = []
+        for (ns, name), loaded in jobs.items():
+            if loaded is None or not isinstance(loaded[1], RLJob) or loaded[1].spec.suspend:
+                continue
+            for pool, spec in autoscaled_pools(loaded[1]).items():
+                assert spec.autoscale is not None
+                for i, metric in enumerate(spec.autoscale.metrics):
+                    requests.append(Request((ns, name, pool, i), metric.query, ns, name, pool))
+                if spec.autoscale.deletion_cost_query:
+                    requests.append(
+                        Request((ns, name, pool, "cost"), spec.autoscale.deletion_cost_query, ns, name, pool)
+                    )
+        return await self.prom.read(requests) if requests else {}
 
     def observe(self, key: JobKey, job: RLJob) -> JobObservation:
         idx = self.indexes or {}
@@ -89,40 +128,70 @@ class Controller:
         }
         nodes: list[NodeInfo] = [n for store in idx["node_index"].values() for n in store]
         bound: list[PodInfo] = [p for store in idx["node_pods"].values() for p in store]
-        return JobObservation(
-            job=job,
-            children=children,
-            pods=list(idx["job_pods"].get(key, [])),
-            nodes=nodes,
-            bound_pods=bound,
-        )
+        pods = list(idx["job_pods"].get(key, []))
+        return JobObservation(job=job, children=children, pods=pods, nodes=nodes, bound_pods=bound)
 
-    async def reconcile(self, key: JobKey) -> None:
-        store = (self.indexes or {}).get("rljob_index", {}).get(key)
-        if not store:
-            return  # deleted: owner references let the garbage collector remove the children
-        body = next(iter(store))
+    def scaling(self, key: JobKey, job: RLJob, obs: JobObservation, results: Mapping[Hashable, Result]) -> Scaling:
+        ns, name = key
+        readings: dict[tuple[str, int], Reading] = {}
+        busy: dict[str, dict[str, float]] = {}
+        for pool, spec in autoscaled_pools(job).items():
+            assert spec.autoscale is not None
+            for i in range(len(spec.autoscale.metrics)):
+                readings[(pool, i)] = r = as_reading(results.get((ns, name, pool, i)))
+                metrics.set_metric(ns, name, pool, i, r.value)
+            cost = results.get((ns, name, pool, "cost"))
+            if isinstance(cost, list):
+                busy[pool] = per_pod(cost)
         now = datetime.now(UTC).replace(microsecond=0)
-        try:
-            job = RLJob.model_validate(body)
-        except ValidationError as exc:
-            await self.report_invalid(body, exc, now)
+        return plan_scaling(job, base_replicas(job), obs.pods, readings, busy, now)
+
+    async def reconcile(
+        self, key: JobKey, loaded: tuple[Mapping[str, Any], RLJob | ValidationError] | None,
+        results: Mapping[Hashable, Result] | None = None,
+    ) -> None:  # fmt: skip
+        if loaded is None:
             return
-        plan = plan_job(self.observe(key, job), now)
-        errors = await self.execute(job, plan)
+        body, job = loaded
+        now = datetime.now(UTC).replace(microsecond=0)
+        if isinstance(job, ValidationError):
+            await self.report_invalid(body, job, now)
+            return
+        obs = self.observe(key, job)
+        scaling = self.scaling(key, job, obs, results) if results is not None else None
+        plan = plan_job(obs, now, scaling)
+        errors = await self.execute(job, plan, obs)
         status = with_apply_errors(plan.status, errors, now)
         await self.write_status(job, status)
+        metrics.set_pools(*key, status)
         for event in plan.events:
+            if event.reason in ("ScaledUp", "ScaledDown"):
+                pool = event.message.split(" ", 1)[0]
+                metrics.SCALE_DECISIONS.labels(*key, pool, event.reason[6:].lower()).inc()
             await self.post(body, event)
         for error in errors:
             await self.post(body, Event("Warning", "ApplyFailed", error))
 
-    async def execute(self, job: RLJob, plan: JobPlan) -> list[str]:
+    async def execute(self, job: RLJob, plan: JobPlan, obs: JobObservation) -> list[str]:
         """Carry out the plan's writes; return what the API server refused (reported, not raised)."""
         ns, errors = job.metadata.namespace, []
+        for pod, cost in plan.pod_costs.items():  # before the scale-down, so the right pods go
+            await self.kube.annotate_pod(ns, pod, {COST_ANNOTATION: str(cost)})
+            metrics.API_WRITES.labels("deletion-cost").inc()
         for manifest in plan.apply:
+            key = (ns, manifest["kind"], manifest["metadata"]["name"])
+            digest = manifest["metadata"]["annotations"][HASH_ANNOTATION]
+            applied = self.applied.get(key)
+            if (
+                applied
+                and applied[0] == digest
+                and time.monotonic() - applied[1] < WATCH_LAG
+                and key[1:] in obs.children
+            ):
+                continue  # just written; the watch has not delivered it yet
             try:
                 await self.kube.apply(manifest)
+                self.applied[key] = (digest, time.monotonic())
                 metrics.API_WRITES.labels("apply").inc()
             except KubeError as exc:
                 errors.append(f"{manifest['kind']} {manifest['metadata']['name']}: {exc.message}")
@@ -141,7 +210,8 @@ class Controller:
         new = status.model_dump(mode="json", exclude_none=True)
         old = job.status.model_dump(mode="json", exclude_none=True) if job.status else None
         if new != old:
-            await self.kube.patch_status(job.metadata.namespace, job.metadata.name, new)
+            await self.kube.patch_status(job.metadata.namespace, job.metadata.name, _with_nulls(new, old))
+            self.written[(job.metadata.namespace, job.metadata.name)] = (job.metadata.uid, status)
             metrics.API_WRITES.labels("status").inc()
 
     async def report_invalid(self, body: Mapping[str, Any], exc: ValidationError, now: datetime) -> None:
@@ -168,3 +238,16 @@ class Controller:
             event.reason,
             event.message,
         )
+
+
+def _with_nulls(new: dict[str, Any], old: dict[str, Any] | None) -> dict[str, Any]:
+    """A merge patch from `old` to `new`: keys that disappeared are set to null (removed)."""
+    if old is None:
+        return new
+    out: dict[str, Any] = dict(new)
+    for key, value in old.items():
+        if key not in new:
+            out[key] = None
+        elif isinstance(value, dict) and isinstance(new[key], dict):
+            out[key] = _with_nulls(new[key], value)
+    return out

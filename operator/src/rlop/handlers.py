@@ -20,6 +20,7 @@ from rlop.controller import Controller
 from rlop.kube.client import Kube
 from rlop.plan.observed import ChildInfo, NodeInfo, PodInfo, child_info, node_info, pod_info
 from rlop.plan.render import JOB_LABEL
+from rlop.prom.client import Prometheus
 
 log = logging.getLogger("rlop")
 OWNED = {JOB_LABEL: kopf.PRESENT}
@@ -36,7 +37,8 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
     settings.scanning.disabled = True
     if cfg.metrics_port:
         start_http_server(cfg.metrics_port)
-    memo.controller = Controller(await Kube.connect(cfg.kubeconfig), cfg)
+    prom = Prometheus(cfg.prometheus_url, cfg.prometheus_timeout)
+    memo.controller = Controller(await Kube.connect(cfg.kubeconfig), prom, cfg)
     memo.loop_task = asyncio.create_task(memo.controller.run(), name="rlop-reconcile-loop")
     log.info("rlop started: interval %.1fs", cfg.interval)
 
@@ -49,6 +51,7 @@ async def cleanup(memo: kopf.Memo, **_: Any) -> None:
     controller = memo.get("controller")
     if controller is not None:
         await controller.kube.close()
+        await controller.prom.close()
 
 
 # ---------------------------------------------------------------- indexes (kopf fills them before triggers)

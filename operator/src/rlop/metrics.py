@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from prometheus_client import Counter, Histogram
+from typing import Any
+
+from prometheus_client import Counter, Gauge, Histogram
 
 RECONCILE_SECONDS = Histogram(
     "rlop_reconcile_duration_seconds",
@@ -11,3 +13,43 @@ RECONCILE_SECONDS = Histogram(
 )
 RECONCILE_ERRORS = Counter("rlop_reconcile_errors_total", "Reconciles that raised an unexpected error.")
 API_WRITES = Counter("rlop_api_writes_total", "Writes to the Kubernetes API, by kind of write.", ["kind"])
+PROM_SECONDS = Histogram(
+    "rlop_prometheus_query_duration_seconds",
+    "Latency of one Prometheus HTTP query (a batch of instances of one template).",
+    buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5),
+)
+PROM_ERRORS = Counter("rlop_prometheus_query_errors_total", "Failed Prometheus queries, by reason.", ["reason"])
+SCALE_DECISIONS = Counter(
+    "rlop_scale_decisions_total",
+    "Replica changes decided by the autoscaler.",
+    ["namespace", "rljob", "pool", "direction"],
+)
+POOL_REPLICAS = Gauge(
+    "rlop_pool_replicas", "Desired and ready replicas per pool.", ["namespace", "rljob", "pool", "kind"]
+)
+POOL_METRIC = Gauge(
+    "rlop_pool_metric_value", "Latest value of each autoscaling metric.", ["namespace", "rljob", "pool", "metric"]
+)
+
+_seen: dict[tuple[str, str], set[tuple[Gauge, tuple[str, ...]]]] = {}
+
+
+def _set(gauge: Gauge, labels: tuple[str, ...], value: float) -> None:
+    gauge.labels(*labels).set(value)
+    _seen.setdefault((labels[0], labels[1]), set()).add((gauge, labels))
+
+
+def set_pools(namespace: str, job: str, status: Any) -> None:
+    for pool, st in status.pools.items():
+        _set(POOL_REPLICAS, (namespace, job, pool, "desired"), st.desired)
+        _set(POOL_REPLICAS, (namespace, job, pool, "ready"), st.ready)
+
+
+def set_metric(namespace: str, job: str, pool: str, index: int, value: float | None) -> None:
+    _set(POOL_METRIC, (namespace, job, pool, str(index)), float("nan") if value is None else value)
+
+
+def forget(namespace: str, job: str) -> None:
+    """Drop the series of a deleted job."""
+    for gauge, labels in _seen.pop((namespace, job), set()):
+        gauge.remove(*labels)

@@ -260,6 +260,9 @@ class PoolStatus(ApiModel):
     ready: int = 0
     replicas: str = Field(default="0/0", description="ready/desired, for display")
     reason: str | None = Field(default=None, max_length=1024)
+    decision: str | None = Field(
+        default=None, max_length=64, description="the autoscaler's reason code, as HPA names them (e.g. ScaleUpLimit)"
+    )
     last_scale_time: datetime | None = None
     last_metric: float | None = Field(default=None, description="the metric value behind the last decision")
     recommendations: list[Recommendation] | None = Field(

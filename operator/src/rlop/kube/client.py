@@ -107,6 +107,10 @@ class Kube:
         url = path("RLJob", namespace, name, "status")
         return await self.request("PATCH", url, {"status": status}, None, "application/merge-patch+json")
 
+    async def annotate_pod(self, namespace: str, pod: str, annotations: Mapping[str, str]) -> None:
+        patch = {"metadata": {"annotations": dict(annotations)}}
+        await self.request("PATCH", path("Pod", namespace, pod), patch, None, "application/merge-patch+json")
+
     async def remove_scheduling_gate(self, namespace: str, pod: str, gate: str) -> None:
         patch = {"spec": {"schedulingGates": [{"$patch": "delete", "name": gate}]}}
         await self.request("PATCH", path("Pod", namespace, pod), patch, None, "application/strategic-merge-patch+json")

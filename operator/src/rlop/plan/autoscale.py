@@ -192,7 +192,7 @@ _MESSAGES = {
     "ScaleUpLimit": "limited by the scaleUp policies",
     "ScaleDownLimit": "limited by the scaleDown policies",
     "TooManyReplicas": "capped at maxReplicas",
-    "TooFewReplicas": "raised to minReplicas",
+    "TooFewReplicas": "floored at minReplicas",
     "ScaleUpStabilized": "held by the scaleUp stabilization window",
     "ScaleDownStabilized": "held by the scaleDown stabilization window",
 }

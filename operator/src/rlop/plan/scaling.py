@@ -110,21 +110,22 @@ def plan_scaling(
     for name, d in decisions.items():
         spec, prev, current = pools[name], old.get(name, PoolStatus()), base[name]
         final = allocation.replicas.get(name, d.replicas)
-        reason = d.reason + (f"; {allocation.limited[name]}" if name in allocation.limited else "")
+        code = "GPUBudget" if name in allocation.limited else d.code
         scale_events = record_scale(prev.scale_events or [], spec.autoscale, current, final, now)  # type: ignore[arg-type]
-        changed = final != current or reason != prev.reason or d.recommendations != (prev.recommendations or [])
         replicas[name] = final
-        if changed or scale_events != (prev.scale_events or []):
+        history = d.recommendations or None
+        if final != current or code != prev.decision or history != prev.recommendations:
             updates[name] = {
-                "reason": reason,
+                "reason": d.reason + (f"; {allocation.limited[name]}" if name in allocation.limited else ""),
+                "decision": code,
                 "last_metric": d.metric if d.metric is not None else prev.last_metric,
-                "recommendations": d.recommendations or None,
+                "recommendations": history,
                 "scale_events": scale_events or None,
                 "last_scale_time": now if final != current else prev.last_scale_time,
             }
         if final != current:
             verb = "ScaledUp" if final > current else "ScaledDown"
-            events.append(Event("Normal", verb, f"{name} {current} -> {final}: {reason}"))
+            events.append(Event("Normal", verb, f"{name} {current} -> {final}: {updates[name]['reason']}"))
         if final < current and name in busy:
             costs |= deletion_costs([p for p in pods if p.pool == name], busy[name])
     conditions = [_metrics_condition({n: d for n, d in decisions.items() if not d.metrics_ok}, readings)]

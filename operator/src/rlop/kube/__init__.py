@@ -1,0 +1,1 @@
+"""Thin Kubernetes API adapter."""

@@ -1,0 +1,1 @@
+"""Prometheus: pure PromQL templating/batching and a thin async HTTP client."""

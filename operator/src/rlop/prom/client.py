@@ -1,0 +1,114 @@
+"""An async client of the Prometheus HTTP API that runs ONE request per distinct template per interval."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import defaultdict
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+
+from rlop import metrics
+from rlop.plan.autoscale import Reading
+from rlop.prom.promql import Sample, batch, instantiate, reading, split
+
+
+@dataclass(frozen=True)
+class Request:
+    key: Hashable
+    template: str
+    namespace: str
+    job: str
+    pool: str
+
+
+class PromError(Exception):
+    def __init__(self, message: str, unreachable: bool) -> None:
+        super().__init__(message)
+        self.message, self.unreachable = message, unreachable
+
+
+Result = list[Sample] | PromError
+
+
+class Prometheus:
+    def __init__(self, url: str, timeout: float = 3.0, concurrency: int = 8) -> None:
+        self.url = url.rstrip("/")
+        self.timeout = aiohttp.ClientTimeout(total=timeout)
+        self.limit = asyncio.Semaphore(concurrency)
+        self.unbatchable: set[str] = set()  # templates whose batch failed where single queries worked
+        self.session: aiohttp.ClientSession | None = None
+
+    async def close(self) -> None:
+        if self.session is not None:
+            await self.session.close()
+
+    async def query(self, promql: str) -> list[Sample]:
+        """Instant query; raises PromError (unreachable, or the query's own error)."""
+        if self.session is None:
+            self.session = aiohttp.ClientSession(timeout=self.timeout)
+        started = time.perf_counter()
+        try:
+            async with self.limit, self.session.post(f"{self.url}/api/v1/query", data={"query": promql}) as resp:
+                body: dict[str, Any] = await resp.json(content_type=None)
+        except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
+            metrics.PROM_ERRORS.labels("unreachable").inc()
+            raise PromError(f"Prometheus unreachable at {self.url}: {type(exc).__name__}", True) from None
+        finally:
+            metrics.PROM_SECONDS.observe(time.perf_counter() - started)
+        if body.get("status") != "success":
+            metrics.PROM_ERRORS.labels("query").inc()
+            raise PromError(f"{body.get('errorType', 'error')}: {body.get('error', 'unknown')}", False)
+        return _samples(body["data"])
+
+    async def read(self, requests: Sequence[Request]) -> dict[Hashable, Result]:
+        """Evaluate every request, one HTTP request per distinct template (batched)."""
+        by_template: dict[str, list[Request]] = defaultdict(list)
+        for r in requests:
+            by_template[r.template].append(r)
+        results: dict[Hashable, Result] = {}
+        await asyncio.gather(*(self._read_template(t, rs, results) for t, rs in by_template.items()))
+        return results
+
+    async def _read_template(self, template: str, requests: list[Request], out: dict[Hashable, Result]) -> None:
+        queries = [instantiate(template, r.namespace, r.job, r.pool) for r in requests]
+        if len(queries) > 1 and template not in self.unbatchable:
+            try:
+                for r, samples in zip(requests, split(await self.query(batch(queries)), len(queries)), strict=True):
+                    out[r.key] = samples
+                return
+            except PromError as exc:
+                if exc.unreachable:
+                    out.update({r.key: exc for r in requests})
+                    return
+        singles = await asyncio.gather(*(self._single(q) for q in queries))  # isolate the failing instances
+        if len(queries) > 1 and any(not isinstance(s, PromError) for s in singles):
+            self.unbatchable.add(template)
+        out.update({r.key: s for r, s in zip(requests, singles, strict=True)})
+
+    async def _single(self, query: str) -> Result:
+        try:
+            return await self.query(query)
+        except PromError as exc:
+            return exc
+
+
+def as_reading(result: Result | None) -> Reading:
+    """A metric reading from a query result (one finite sample), or why there is none."""
+    if result is None:
+        return Reading(None, "not queried")
+    if isinstance(result, PromError):
+        return Reading(None, result.message, result.unreachable)
+    return reading(result)
+
+
+def _samples(data: dict[str, Any]) -> list[Sample]:
+    kind, result = data.get("resultType"), data.get("result")
+    if kind == "vector":
+        return [(item.get("metric", {}), float(item["value"][1])) for item in result or []]
+    if kind == "scalar":
+        return [({}, float(result[1]))] if result else []
+    raise PromError(f"query must return an instant vector or a scalar, got a {kind}", False)
