@@ -4,11 +4,8 @@ binaries are an error, run `make binaries`) and a real operator process."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 import time
-import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -17,8 +14,9 @@ from typing import Any, TypeVar
 import pytest
 import yaml
 
-from rlop.devcluster import DevCluster, default_nodes, free_port
-from rlop.devprometheus import DevPrometheus
+from rlop.dev.cluster import DevCluster, default_nodes
+from rlop.dev.operator_process import OperatorProcess as Operator
+from rlop.dev.prometheus import DevPrometheus, Exporter
 
 ROOT = Path(__file__).resolve().parents[1]
 T = TypeVar("T")
@@ -69,34 +67,6 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevCluster]:
         c.stop()
 
 
-class Exporter:
-    """A real /metrics endpoint whose values the tests set (scraped by the real Prometheus)."""
-
-    LABELS = ("namespace", "rljob", "pool")
-
-    def __init__(self) -> None:
-        from prometheus_client import CollectorRegistry, start_http_server
-
-        self.registry = CollectorRegistry()
-        self.gauges: dict[str, Any] = {}
-        self.port = free_port()
-        self.server, self.thread = start_http_server(self.port, addr="127.0.0.1", registry=self.registry)
-
-    @property
-    def target(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    def set(self, metric: str, value: float, **labels: str) -> None:
-        from prometheus_client import Gauge
-
-        if metric not in self.gauges:
-            self.gauges[metric] = Gauge(metric, metric, list(labels), registry=self.registry)
-        self.gauges[metric].labels(**labels).set(value)
-
-    def stop(self) -> None:
-        self.server.shutdown()
-
-
 @pytest.fixture(scope="session")
 def exporter() -> Iterator[Exporter]:
     e = Exporter()
@@ -115,54 +85,11 @@ def prometheus(exporter: Exporter, tmp_path_factory: pytest.TempPathFactory) -> 
         p.stop()
 
 
-class Operator:
-    """The operator as a real process (`python -m rlop run`), with its /metrics and log."""
-
-    def __init__(self, cluster: DevCluster, prometheus: DevPrometheus, workdir: Path, interval: float = 1.0) -> None:
-        self.cluster, self.prometheus = cluster, prometheus
-        self.log_path, self.interval = workdir / "operator.log", interval
-        self.metrics_port, self.health_port = free_port(), free_port()
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> Operator:
-        cmd = [sys.executable, "-m", "rlop", "run", f"--kubeconfig={self.cluster.kubeconfig}",
-               f"--interval={self.interval}", f"--metrics-port={self.metrics_port}",
-               f"--liveness=http://127.0.0.1:{self.health_port}/healthz",
-               f"--prometheus-url={self.prometheus.url}", "--prometheus-timeout=2"]  # fmt: skip
-        log = open(self.log_path, "ab")  # noqa: SIM115 - the child owns it
-        self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env={**os.environ})
-        wait_for(self._healthy, 60, "operator liveness")
-        return self
-
-    def _healthy(self) -> bool:
-        assert self.proc is not None and self.proc.poll() is None, self.log_path.read_text()[-3000:]
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.health_port}/healthz", timeout=2) as r:
-                return bool(r.status == 200)
-        except OSError:
-            return False
-
-    def stop(self, kill: bool = False) -> None:
-        if self.proc and self.proc.poll() is None:
-            (self.proc.kill if kill else self.proc.terminate)()
-            self.proc.wait(30)
-
-    def metric(self, name: str, labels: str = "") -> float:
-        """Sum of a metric's samples whose label text contains `labels`."""
-        with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=5) as r:
-            text = r.read().decode()
-        total = 0.0
-        for line in text.splitlines():
-            if line.startswith(name) and (line[len(name)] in " {") and labels in line:
-                total += float(line.rsplit(" ", 1)[1])
-        return total
-
-
 @pytest.fixture(scope="session")
 def operator(
     cluster: DevCluster, prometheus: DevPrometheus, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Operator]:
-    op = Operator(cluster, prometheus, tmp_path_factory.mktemp("operator")).start()
+    op = Operator(cluster, prometheus.url, tmp_path_factory.mktemp("operator")).start()
     try:
         yield op
     finally:

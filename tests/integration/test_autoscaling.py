@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from rlop.devprometheus import DevPrometheus
+from rlop.dev.prometheus import DevPrometheus
 from tests.conftest import Exporter, Kubectl, Operator, wait_for
 
 pytestmark = pytest.mark.cluster

@@ -46,7 +46,7 @@ def _crd(args: argparse.Namespace) -> int:
 
 
 def _dev_cluster(args: argparse.Namespace) -> int:
-    from rlop.devcluster import DevCluster, default_nodes, describe
+    from rlop.dev.cluster import DevCluster, default_nodes, describe
 
     workdir = Path(args.dir).absolute()
     if args.action == "up":

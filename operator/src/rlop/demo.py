@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from rlop.devcluster import DevCluster, default_nodes
+from rlop.dev.cluster import DevCluster, default_nodes
 from rlop.top import table
 
 ROOT = Path(__file__).resolve().parents[3]

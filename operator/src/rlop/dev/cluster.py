@@ -171,7 +171,8 @@ class DevCluster:
         return out
 
     def apply(self, objects: Sequence[dict[str, Any]]) -> None:
-        self.kubectl("apply", "--server-side", "-f", "-", stdin=yaml.safe_dump_all(objects))
+        if objects:
+            self.kubectl("apply", "--server-side", "-f", "-", stdin=yaml.safe_dump_all(objects))
 
     def add_nodes(self, nodes: Sequence[NodeSpec]) -> None:
         self.apply([n.manifest() for n in nodes])
@@ -284,7 +285,7 @@ class DevCluster:
         }
         self.kubeconfig.write_text(yaml.safe_dump(config))
 
-    def _get(self, path: str) -> Any:
+    def get(self, path: str) -> Any:
         ctx = ssl.create_default_context(cafile=str(self.workdir / "pki" / "apiserver.crt"))
         req = urllib.request.Request(self.server + path, headers={"Authorization": f"Bearer {TOKEN}"})
         with urllib.request.urlopen(req, context=ctx, timeout=5) as resp:
@@ -292,12 +293,12 @@ class DevCluster:
 
     def _wait_for_apiserver(self, deadline: float) -> None:
         def ready() -> bool:
-            return (self.workdir / "pki" / "apiserver.crt").exists() and self._get("/readyz") == 200
+            return (self.workdir / "pki" / "apiserver.crt").exists() and self.get("/readyz") == 200
 
         self._wait_for(deadline, "kube-apiserver /readyz", ready)
 
     def _has_default_service_account(self) -> bool:
-        return bool(self._get("/api/v1/namespaces/default/serviceaccounts/default"))
+        return bool(self.get("/api/v1/namespaces/default/serviceaccounts/default"))
 
     def _wait_for(self, deadline: float, what: str, check: Any) -> None:
         last: Exception | None = None

@@ -16,10 +16,12 @@ import urllib.request
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import yaml
+from prometheus_client import CollectorRegistry, Gauge, start_http_server
 
-from rlop.devcluster import free_port
+from rlop.dev.cluster import free_port
 
 
 def prometheus_binary() -> str:
@@ -104,3 +106,27 @@ class DevPrometheus:
         with urllib.request.urlopen(f"{self.url}/api/v1/query", data=data, timeout=5) as r:
             body = json.loads(r.read())
         return [(s["metric"], float(s["value"][1])) for s in body["data"]["result"]]
+
+
+class Exporter:
+    """A real /metrics endpoint whose values the tests set (scraped by the real Prometheus)."""
+
+    LABELS = ("namespace", "rljob", "pool")
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.gauges: dict[str, Any] = {}
+        self.port = free_port()
+        self.server, self.thread = start_http_server(self.port, addr="127.0.0.1", registry=self.registry)
+
+    @property
+    def target(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def set(self, metric: str, value: float, **labels: str) -> None:
+        if metric not in self.gauges:
+            self.gauges[metric] = Gauge(metric, metric, list(labels), registry=self.registry)
+        self.gauges[metric].labels(**labels).set(value)
+
+    def stop(self) -> None:
+        self.server.shutdown()

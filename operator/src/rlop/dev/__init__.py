@@ -1,0 +1,1 @@
+"""Local, real components for tests, benchmarks and the demo: control plane, Prometheus, the operator."""
