@@ -40,7 +40,7 @@ def test_steady_state_plans_no_writes_and_no_events() -> None:
     j = j.model_copy(update={"status": first.status})
     obs = JobObservation(j, children=children, nodes=NODES, pods=pods, bound_pods=pods)
     again = plan_job(obs, NOW + timedelta(seconds=30))
-    assert (again.apply, again.delete, again.release, again.restart, again.events) == ([], [], [], [], [])
+    assert (again.apply, again.delete, again.release, again.delete_pods, again.evict, again.events) == ([],) * 6
     assert again.status == first.status
     assert again.status.phase == "Running"
     assert again.status.pools["trainer"].replicas == "2/2"

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from rlop.plan.render import GANG_GATE, HASH_ANNOTATION, render, spec_hash
+from rlop.plan.render import GANG_GATE, HASH_ANNOTATION, render, sandbox_pod, spec_hash
 
 from .builders import container, job
 
@@ -10,12 +10,8 @@ def _by_kind(objs: list[dict]) -> dict[tuple[str, str], dict]:  # type: ignore[t
 
 
 def test_one_workload_and_one_service_per_pool_with_deterministic_names() -> None:
-    j = job(
-        sandbox={
-            "replicas": 3,
-            "template": {"spec": {"containers": [container(requests={"cpu": 1, "memory": "1Gi"})]}},
-        }
-    )
+    sandbox = {"spec": {"containers": [container(requests={"cpu": 1, "memory": "1Gi"})]}}
+    j = job(sandbox={"replicas": 3, "placement": {"strategy": "default"}, "template": sandbox})
     objs = _by_kind(render(j, {"trainer": 2, "rollout": 1, "sandbox": 3}))
     assert set(objs) == {
         ("StatefulSet", "j-trainer"), ("Service", "j-trainer"),
@@ -71,3 +67,25 @@ def test_hash_is_stable_and_tracks_changes() -> None:
     assert hashes[0][2] != hashes[2][2]  # the rollout Deployment
     assert hashes[0][0] == hashes[2][0]  # the trainer did not change
     assert spec_hash({"a": 1}) == spec_hash({"a": 1})
+
+
+def test_harvested_sandbox_pods_are_pinned_hardened_and_low_priority() -> None:
+    sandbox = {"spec": {"containers": [{**container(requests={"cpu": 1, "memory": "1Gi"}),
+                                        "securityContext": {"privileged": True}}], "hostNetwork": True}}  # fmt: skip
+    j = job(sandbox={"replicas": 1, "template": sandbox})
+    objs = _by_kind(render(j, {"trainer": 2, "rollout": 1, "sandbox": 1}))
+    assert ("Deployment", "j-sandbox") not in objs  # rlop places these pods itself
+    pod = sandbox_pod(j, "j-sandbox-0", "cpu-3")
+    spec = pod["spec"]
+    term = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0]
+    assert term == {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": ["cpu-3"]}]}
+    assert spec["priorityClassName"] == "rlop-harvest"
+    assert spec["automountServiceAccountToken"] is False and spec["hostNetwork"] is False
+    assert spec["securityContext"]["runAsNonRoot"] is True
+    c = spec["containers"][0]
+    assert c["securityContext"]["privileged"] is False  # the template cannot weaken it
+    assert c["securityContext"]["allowPrivilegeEscalation"] is False
+    assert c["securityContext"]["readOnlyRootFilesystem"] is True
+    assert c["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+    assert c["resources"]["limits"] == {"cpu": 1, "memory": "1Gi"}
+    assert pod["metadata"]["labels"]["rlop.dev/harvest"] == "true"

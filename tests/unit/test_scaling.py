@@ -85,7 +85,10 @@ def test_budget_counts_the_trainer_first() -> None:
     j.spec.budget = type(j.spec).model_fields["budget"].annotation.__args__[0](gpus=10)  # type: ignore[union-attr]
     s = plan_scaling(j, base_replicas(j), [], {("rollout", 0): Reading(80)}, {}, NOW)
     assert s.replicas["rollout"] == 2  # trainer: 2 x 4 GPUs, leaves 2
-    assert s.conditions[1][:3] == ("CapacityLimited", "True", "GPUBudget")
+    assert "GPU budget 10" in s.limited["rollout"]
+    plan = plan_job(JobObservation(j), NOW, s)
+    capacity = next(c for c in plan.status.conditions if c.type == "CapacityLimited")
+    assert (capacity.status, capacity.reason) == ("True", "GPUBudget")
 
 
 def test_deletion_costs_follow_busyness_and_skip_unchanged() -> None:

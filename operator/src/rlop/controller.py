@@ -9,8 +9,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import time
 from collections.abc import Hashable, Iterable, Mapping, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -22,11 +24,11 @@ from rlop.config import Config
 from rlop.kube.client import Kube, KubeError
 from rlop.plan.autoscale import Reading
 from rlop.plan.job import JobObservation, JobPlan, base_replicas, plan_job, with_apply_errors
-from rlop.plan.observed import COST_ANNOTATION, ChildInfo, NodeInfo, PodInfo
+from rlop.plan.observed import COST_ANNOTATION, ChildInfo, NodeInfo, PodInfo, pod_info
 from rlop.plan.render import GANG_GATE, HASH_ANNOTATION
 from rlop.plan.scaling import Scaling, autoscaled_pools, plan_scaling
 from rlop.plan.status import SYNCED, Event, set_condition
-from rlop.prom.client import Prometheus, Request, Result, as_reading
+from rlop.prom.client import PromError, Prometheus, Request, Result, as_reading
 from rlop.prom.promql import per_pod
 
 log = logging.getLogger("rlop")
@@ -45,6 +47,8 @@ class Controller:
         self.cfg = cfg
         self.written: dict[JobKey, tuple[str | None, RLJobStatus]] = {}  # the status rlop last wrote
         self.applied: dict[tuple[str, str, str], tuple[str, float]] = {}  # child -> (hash, when)
+        self.pending: dict[tuple[str, str], tuple[PodInfo, float]] = {}  # pods created, not yet watched
+        self.gone: dict[tuple[str, str], float] = {}  # pods deleted or evicted, maybe still watched
         self.indexes: Mapping[str, Any] | None = None
         self.dirty: set[JobKey] = set()
         self.wake = asyncio.Event()
@@ -109,7 +113,7 @@ class Controller:
     async def read_metrics(self, jobs: Mapping[JobKey, Any]) -> dict[Hashable, Result]:
         requests = []
         for (ns, name), loaded in jobs.items():
-            if loaded is None or not isinstance(loaded[1], RLJob) or loaded[1].spec.suspend:
+            if loaded is None or not isinstance(loaded[1], RLJob):
                 continue
             for pool, spec in autoscaled_pools(loaded[1]).items():
                 assert spec.autoscale is not None
@@ -121,15 +125,29 @@ class Controller:
                     )
         return await self.prom.read(requests) if requests else {}
 
-    def observe(self, key: JobKey, job: RLJob) -> JobObservation:
+    def observe(
+        self, key: JobKey, job: RLJob, utilization: Mapping[str, float] | None = None, problem: str | None = None
+    ) -> JobObservation:
         idx = self.indexes or {}
         children: dict[tuple[str, str], ChildInfo] = {
             (c.kind, c.name): c for name in CHILD_INDEXES for c in idx[name].get(key, [])
         }
         nodes: list[NodeInfo] = [n for store in idx["node_index"].values() for n in store]
-        bound: list[PodInfo] = [p for store in idx["node_pods"].values() for p in store]
-        pods = list(idx["job_pods"].get(key, []))
-        return JobObservation(job=job, children=children, pods=pods, nodes=nodes, bound_pods=bound)
+        bound = self._fresh([p for store in idx["node_pods"].values() for p in store])
+        pods = self._fresh(list(idx["job_pods"].get(key, [])), job=key)
+        return JobObservation(job, children, pods, nodes, bound, utilization, problem)
+
+    def _fresh(self, pods: list[PodInfo], job: JobKey | None = None) -> list[PodInfo]:
+        """Pods as the watch shows them, corrected by rlop's own writes the watch has not shown yet."""
+        now = time.monotonic()
+        self.pending = {k: v for k, v in self.pending.items() if now - v[1] < WATCH_LAG}
+        self.gone = {k: t for k, t in self.gone.items() if now - t < WATCH_LAG}
+        seen = {(p.namespace, p.name) for p in pods}
+        out = [replace(p, deleting=True) if (p.namespace, p.name) in self.gone else p for p in pods]
+        for (ns, name), (pod, _) in self.pending.items():
+            if (ns, name) not in seen and (job is None or (ns, pod.job) == job):
+                out.append(pod)
+        return out
 
     def scaling(self, key: JobKey, job: RLJob, obs: JobObservation, results: Mapping[Hashable, Result]) -> Scaling:
         ns, name = key
@@ -157,7 +175,14 @@ class Controller:
         if isinstance(job, ValidationError):
             await self.report_invalid(body, job, now)
             return
-        obs = self.observe(key, job)
+        utilization, problem = None, None
+        util = (results or {}).get((*key, "sandbox", "utilization"))
+        if util is not None:
+            if isinstance(util, PromError):
+                problem = f"sandbox placement holds: utilization query: {util.message}"
+            else:
+                utilization = {labels["node"]: v for labels, v in util if "node" in labels and math.isfinite(v)}
+        obs = self.observe(key, job, utilization, problem)
         scaling = self.scaling(key, job, obs, results) if results is not None else None
         plan = plan_job(obs, now, scaling)
         errors = await self.execute(job, plan, obs)
@@ -192,15 +217,25 @@ class Controller:
             try:
                 await self.kube.apply(manifest)
                 self.applied[key] = (digest, time.monotonic())
+                if manifest["kind"] == "Pod":  # count it against its node before the watch reports it
+                    self.pending[(ns, manifest["metadata"]["name"])] = (pod_info(manifest), time.monotonic())
                 metrics.API_WRITES.labels("apply").inc()
             except KubeError as exc:
                 errors.append(f"{manifest['kind']} {manifest['metadata']['name']}: {exc.message}")
         for kind, name in plan.delete:
             await self.kube.delete(kind, ns, name)
             metrics.API_WRITES.labels("delete").inc()
-        for pod in plan.restart:
+        for pod, _ in plan.delete_pods:
             await self.kube.delete("Pod", ns, pod)
-            metrics.API_WRITES.labels("restart").inc()
+            self.gone[(ns, pod)] = time.monotonic()
+            metrics.API_WRITES.labels("delete-pod").inc()
+        for pod, _ in plan.evict:
+            try:
+                await self.kube.evict(ns, pod)
+                self.gone[(ns, pod)] = time.monotonic()
+                metrics.API_WRITES.labels("evict").inc()
+            except KubeError as exc:  # 429: a PodDisruptionBudget says not now; try again next interval
+                errors.append(f"eviction of {pod} refused: {exc.message}")
         for pod in plan.release:
             await self.kube.remove_scheduling_gate(ns, pod, GANG_GATE)
             metrics.API_WRITES.labels("release").inc()

@@ -76,10 +76,11 @@ def job_pods(body: kopf.Body, **_: Any) -> dict[tuple[str, str], PodInfo]:
     return {_owner(body): pod_info(body)}
 
 
-@kopf.index("pods", field="spec.nodeName", value=kopf.PRESENT)
+@kopf.index("pods")
 def node_pods(body: kopf.Body, **_: Any) -> dict[str, PodInfo]:
+    """Every live pod on the node it is bound (or pinned) to: what each node's capacity carries."""
     info = pod_info(body)
-    return {info.node: info} if info.node and not info.terminal else {}
+    return {info.on: info} if info.on and not info.terminal else {}
 
 
 @kopf.index("nodes")

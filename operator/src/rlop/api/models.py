@@ -183,7 +183,16 @@ class ControllerPool(ApiModel):
     template: PodTemplate
 
 
+DEFAULT_UTILIZATION_QUERY = '1 - avg by (node) (rate(node_cpu_seconds_total{mode="idle"}[1m]))'
+
+
 class Placement(ApiModel):
+    model_config = ConfigDict(
+        json_schema_extra=_cel(
+            ("self.hysteresis < self.maxNodeUtilization", "hysteresis must be below maxNodeUtilization")
+        )
+    )
+
     strategy: Literal["harvest-idle-cpu", "default"] = Field(
         default="harvest-idle-cpu",
         description="harvest-idle-cpu: rlop packs pods onto idle CPU; default: kube-scheduler places them.",
@@ -192,7 +201,17 @@ class Placement(ApiModel):
     max_node_utilization: float = Field(
         default=0.7, gt=0, le=1, description="Evict sandbox pods from a node above this CPU utilization."
     )
+    hysteresis: float = Field(
+        default=0.1, ge=0, le=0.5, description="Place new pods only below maxNodeUtilization - hysteresis."
+    )
+    reserved_cpu: Quantity = Field(default="250m", description="CPU left free on every node.")
     priority_class_name: str = Field(default="rlop-harvest", min_length=1, max_length=253)
+    utilization_query: str = Field(
+        default=DEFAULT_UTILIZATION_QUERY,
+        min_length=1,
+        max_length=4096,
+        description="PromQL: one series per node (label `node`), CPU utilization in [0, 1].",
+    )
 
 
 _REQUESTS = (

@@ -107,6 +107,15 @@ class Kube:
         url = path("RLJob", namespace, name, "status")
         return await self.request("PATCH", url, {"status": status}, None, "application/merge-patch+json")
 
+    async def evict(self, namespace: str, pod: str) -> None:
+        """Evict through the Eviction API, so PodDisruptionBudgets are respected (429 when one blocks)."""
+        body = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": pod, "namespace": namespace}}
+        try:
+            await self.request("POST", path("Pod", namespace, pod, "eviction"), body)
+        except KubeError as exc:
+            if exc.status != 404:
+                raise
+
     async def annotate_pod(self, namespace: str, pod: str, annotations: Mapping[str, str]) -> None:
         patch = {"metadata": {"annotations": dict(annotations)}}
         await self.request("PATCH", path("Pod", namespace, pod), patch, None, "application/merge-patch+json")

@@ -41,8 +41,9 @@ def free_capacity(
     """Allocatable minus the requests of bound, live pods (only those at or above `min_priority`)."""
     free = {n.name: dict(n.allocatable) for n in nodes}
     for pod in pods:
-        if pod.node in free and not pod.terminal and (min_priority is None or pod.priority >= min_priority):
-            free[pod.node] = add(free[pod.node], pod.requests, -1.0)
+        node = pod.on
+        if node in free and not pod.terminal and (min_priority is None or pod.priority >= min_priority):
+            free[node] = add(free[node], pod.requests, -1.0)
     return free
 
 

@@ -10,10 +10,11 @@ from datetime import datetime
 
 from rlop.api.models import Phase, PoolStatus, RLJob, RLJobStatus
 from rlop.plan.gang import GangDecision, plan_gang
-from rlop.plan.observed import ChildInfo, NodeInfo, PodInfo
-from rlop.plan.render import HASH_ANNOTATION, Manifest, child_name, render
+from rlop.plan.harvest import HarvestPlan, plan_harvest
+from rlop.plan.observed import ChildInfo, NodeInfo, PodInfo, pod_requests
+from rlop.plan.render import HASH_ANNOTATION, Manifest, child_name, harvests, render, sandbox_pod, sandbox_template
 from rlop.plan.scaling import Scaling
-from rlop.plan.status import GANG, PROBLEM_WHEN_TRUE, READY, SYNCED, Event, find, set_condition
+from rlop.plan.status import CAPACITY, GANG, METRICS, PROBLEM_WHEN_TRUE, READY, SYNCED, Event, find, set_condition
 
 ChildKey = tuple[str, str]  # (kind, name)
 
@@ -24,15 +25,18 @@ class JobObservation:
     children: Mapping[ChildKey, ChildInfo] = field(default_factory=dict)
     pods: Sequence[PodInfo] = ()  # this job's pods
     nodes: Sequence[NodeInfo] = ()
-    bound_pods: Sequence[PodInfo] = ()  # every pod bound to a node, for capacity accounting
+    bound_pods: Sequence[PodInfo] = ()  # every pod bound (or pinned) to a node, for capacity accounting
+    utilization: Mapping[str, float] | None = None  # node -> CPU utilization, read this interval
+    utilization_error: str | None = None  # why there is none this interval
 
 
 @dataclass(frozen=True)
 class JobPlan:
     apply: list[Manifest]
     delete: list[ChildKey]
-    release: list[str]
-    restart: list[str]
+    release: list[str]  # trainer pods whose gang gate to lift
+    delete_pods: list[tuple[str, str]]  # (pod, why): gang restarts, sandbox scale-down, lost nodes
+    evict: list[tuple[str, str]]  # (pod, why): sandbox pods on busy nodes, through the Eviction API
     status: RLJobStatus
     events: list[Event]
     pod_costs: Mapping[str, int] = field(default_factory=dict)  # deletion costs to set before scaling down
@@ -89,10 +93,11 @@ def _readiness(pools: Mapping[str, PoolStatus], gang: GangDecision) -> tuple[boo
 
 
 def plan_job(obs: JobObservation, now: datetime, scaling: Scaling | None = None) -> JobPlan:
-    """Plan one reconcile of `obs.job`. Without a fresh scaling decision, every pool keeps its replicas."""
+    """Plan one reconcile of `obs.job`. Without a fresh scaling decision (between full passes), every
+    pool keeps its replicas and sandbox placement waits for the next interval's utilization."""
     job = obs.job
     name, generation = job.metadata.name, job.metadata.generation
-    scaling = scaling or Scaling(base_replicas(job))
+    scaling = scaling or Scaling(base_replicas(job), fresh=False)
     replicas = scaling.replicas
     desired = render(job, replicas)
     writes, events = _diff(desired, obs.children)
@@ -110,38 +115,87 @@ def plan_job(obs: JobObservation, now: datetime, scaling: Scaling | None = None)
         events.append(Event("Normal", "GangReleased", f"{gang.message} (capacity checked on {fit})"))
     if gang.restart:
         events.append(Event("Normal", "GangRestart", gang.message))
+    delete_pods = [(pod, "gang restart") for pod in gang.restart]
+
+    harvest = _harvest(obs, replicas) if obs.utilization is not None else None
+    evict: list[tuple[str, str]] = []
+    if harvest is not None:
+        writes += [sandbox_pod(job, pod, node) for pod, node in harvest.create]
+        if harvest.create:
+            spots = Counter(node for _, node in harvest.create)
+            where = ", ".join(f"{node} x{count}" for node, count in sorted(spots.items()))
+            events.append(
+                Event("Normal", "SandboxPlaced", f"placed {len(harvest.create)} sandbox pods on idle CPU: {where}")
+            )
+        delete_pods += harvest.delete
+        evict = harvest.evict
+        events += [Event("Warning", "SandboxEvicted", f"evicted {pod}: {why}") for pod, why in harvest.evict]
+    elif not harvests(job):  # sandbox pods rlop placed, but the spec no longer asks for harvesting
+        delete_pods += [(p.name, "harvesting turned off") for p in obs.pods if p.harvest and not p.deleting]
 
     old = job.status or RLJobStatus()
     pools = _pool_status(job, scaling, obs.pods)
     ready, why = _readiness(pools, gang)
     conditions = list(old.conditions)
-    for type_, state, reason, message in scaling.conditions:
+    updates = _with_problem(scaling.conditions, obs.utilization_error)
+    if scaling.fresh and (job.spec.budget is not None or harvest is not None):
+        updates.append(_capacity(scaling.limited, harvest))
+    updates += [
+        (GANG, "True" if gang.scheduled else "False", gang.reason, gang.message),
+        (READY, "True" if ready else "False", "AllPoolsReady" if ready else "NotReady", why),
+        (SYNCED, "True", "Applied", "children match the spec"),
+    ]
+    for type_, state, reason, message in updates:
         conditions = set_condition(conditions, type_, state, reason, message, now, generation)  # type: ignore[arg-type]
-    conditions = set_condition(
-        conditions,
-        GANG,
-        "True" if gang.scheduled else "False",
-        gang.reason,
-        gang.message,
-        now,
-        generation,
-    )
-    conditions = set_condition(
-        conditions,
-        READY,
-        "True" if ready else "False",
-        "AllPoolsReady" if ready else "NotReady",
-        why,
-        now,
-        generation,
-    )
-    conditions = set_condition(conditions, SYNCED, "True", "Applied", "children match the spec", now, generation)
     phase: Phase = "Suspended" if job.spec.suspend else "Running" if ready else "Pending"
     status = old.model_copy(
         update={"phase": phase, "observed_generation": generation, "pools": pools, "conditions": conditions}
     )
     events += _transitions(old, status)
-    return JobPlan(writes, delete, list(gang.release), list(gang.restart), status, events, scaling.pod_costs)
+    return JobPlan(writes, delete, list(gang.release), delete_pods, evict, status, events, scaling.pod_costs)
+
+
+def _harvest(obs: JobObservation, replicas: Mapping[str, int]) -> HarvestPlan | None:
+    job = obs.job
+    sandbox = job.spec.pools.sandbox
+    if sandbox is None or not harvests(job):
+        return None
+    spec = sandbox_template(job)["spec"]
+    template = PodInfo(
+        name="template",
+        requests=pod_requests(spec),
+        node_selector=spec.get("nodeSelector") or {},
+        tolerations=tuple(spec.get("tolerations") or ()),
+    )
+    own = [p for p in obs.pods if p.pool == "sandbox" and p.harvest]
+    return plan_harvest(
+        job.metadata.name, replicas["sandbox"], template.requests, template, sandbox.placement,
+        obs.nodes, obs.utilization or {}, obs.bound_pods, own,
+    )  # fmt: skip
+
+
+def _with_problem(
+    conditions: Sequence[tuple[str, str, str, str]], problem: str | None
+) -> list[tuple[str, str, str, str]]:
+    """Add a failed utilization query to the MetricsAvailable condition."""
+    if problem is None:
+        return list(conditions)
+    others = [c for c in conditions if c[0] != METRICS]
+    metrics = next((c for c in conditions if c[0] == METRICS and c[1] == "False"), None)
+    message = f"{metrics[3]}; {problem}" if metrics else problem
+    return [*others, (METRICS, "False", metrics[2] if metrics else "MetricsMissing", message)]
+
+
+def _capacity(limited: Mapping[str, str], harvest: HarvestPlan | None) -> tuple[str, str, str, str]:
+    reasons, messages = [], [f"{pool}: {why}" for pool, why in sorted(limited.items())]
+    if limited:
+        reasons.append("GPUBudget")
+    if harvest is not None and harvest.placed < harvest.wanted:
+        reasons.append("NoIdleCPU")
+        messages.append(f"sandbox: {harvest.message}")
+    if not reasons:
+        return (CAPACITY, "False", "WithinCapacity", "every pool has the capacity it wants")
+    return (CAPACITY, "True", "And".join(reasons), "; ".join(messages))
 
 
 def _transitions(old: RLJobStatus, new: RLJobStatus) -> list[Event]:
@@ -166,7 +220,8 @@ def _transitions(old: RLJobStatus, new: RLJobStatus) -> list[Event]:
 
 
 _PROBLEMS = (
-    "InsufficientCapacity", "Unschedulable", "ApplyFailed", "PrometheusUnreachable", "MetricsMissing", "GPUBudget",
+    "InsufficientCapacity", "Unschedulable", "ApplyFailed", "PrometheusUnreachable", "MetricsMissing",
+    "GPUBudget", "NoIdleCPU", "GPUBudgetAndNoIdleCPU",
 )  # fmt: skip
 
 

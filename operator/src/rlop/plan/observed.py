@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rlop.plan.quantity import Resources, add, parse_quantity
-from rlop.plan.render import GANG_GATE, HASH_ANNOTATION, JOB_LABEL, POOL_LABEL
+from rlop.plan.render import GANG_GATE, HARVEST_LABEL, HASH_ANNOTATION, HOSTNAME, JOB_LABEL, POOL_LABEL
 
 Raw = Mapping[str, Any]
 COST_ANNOTATION = "controller.kubernetes.io/pod-deletion-cost"
@@ -29,7 +29,8 @@ class NodeInfo:
     allocatable: Resources
     labels: Mapping[str, str] = field(default_factory=dict)
     taints: tuple[Taint, ...] = ()
-    schedulable: bool = True
+    schedulable: bool = True  # Ready and not cordoned
+    ready: bool = True
 
 
 @dataclass(frozen=True)
@@ -50,10 +51,18 @@ class PodInfo:
     tolerations: tuple[Mapping[str, Any], ...] = ()
     unschedulable: str | None = None
     deletion_cost: int | None = None
+    harvest: bool = False  # a sandbox pod rlop placed on idle CPU
+    pinned: str | None = None  # the node a required hostname affinity pins it to
+    created: str = ""  # creationTimestamp (RFC 3339 sorts as text)
 
     @property
     def terminal(self) -> bool:
         return self.phase in ("Succeeded", "Failed")
+
+    @property
+    def on(self) -> str | None:
+        """The node the pod is bound to, or pinned to before it is bound."""
+        return self.node or self.pinned
 
 
 @dataclass(frozen=True)
@@ -109,7 +118,21 @@ def pod_info(body: Raw) -> PodInfo:
         tolerations=tuple(spec.get("tolerations") or ()),
         unschedulable=unschedulable,
         deletion_cost=_int((meta.get("annotations") or {}).get(COST_ANNOTATION)),
+        harvest=labels.get(HARVEST_LABEL) == "true",
+        pinned=_pinned_host(spec),
+        created=meta.get("creationTimestamp") or "",
     )
+
+
+def _pinned_host(spec: Raw) -> str | None:
+    required = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ) or {}
+    for term in required.get("nodeSelectorTerms") or []:
+        for expr in term.get("matchExpressions") or []:
+            if expr.get("key") == HOSTNAME and expr.get("operator") == "In" and len(expr.get("values") or []) == 1:
+                return str(expr["values"][0])
+    return None
 
 
 def _int(text: str | None) -> int | None:
@@ -131,6 +154,7 @@ def node_info(body: Raw) -> NodeInfo:
         labels=dict(meta.get("labels") or {}),
         taints=taints,
         schedulable=ready and not spec.get("unschedulable", False),
+        ready=ready,
     )
 
 

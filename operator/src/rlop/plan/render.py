@@ -21,6 +21,8 @@ JOB_LABEL = "rlop.dev/job"
 POOL_LABEL = "rlop.dev/pool"
 HASH_ANNOTATION = "rlop.dev/spec-hash"
 GANG_GATE = "rlop.dev/gang"
+HARVEST_LABEL = "rlop.dev/harvest"
+HOSTNAME = "kubernetes.io/hostname"
 MANAGED_BY = {"app.kubernetes.io/managed-by": "rlop"}
 FIELD_MANAGER = "rlop"
 
@@ -134,7 +136,62 @@ def trainer_statefulset(job: RLJob, replicas: int) -> Manifest:
     )
 
 
+def harden(tpl: Manifest, priority_class: str | None = None) -> Manifest:
+    """Lock a sandbox pod template down: untrusted code runs there. The template cannot weaken this."""
+    spec = tpl["spec"]
+    spec.update(
+        automountServiceAccountToken=False, enableServiceLinks=False, hostNetwork=False, hostPID=False, hostIPC=False
+    )
+    ctx = spec.setdefault("securityContext", {})
+    ctx.update(runAsNonRoot=True, seccompProfile={"type": "RuntimeDefault"})
+    ctx.setdefault("runAsUser", 65532)
+    ctx.setdefault("runAsGroup", 65532)
+    if priority_class:
+        spec["priorityClassName"] = priority_class
+    volumes = spec.setdefault("volumes", [])
+    if not any(v.get("name") == "tmp" for v in volumes):
+        volumes.append({"name": "tmp", "emptyDir": {"sizeLimit": "256Mi"}})
+    for container in spec["containers"]:
+        sec = container.setdefault("securityContext", {})
+        sec.update(
+            allowPrivilegeEscalation=False, privileged=False, readOnlyRootFilesystem=True, runAsNonRoot=True,
+            capabilities={"drop": ["ALL"]},
+        )  # fmt: skip
+        resources = container.setdefault("resources", {})
+        limits = resources.setdefault("limits", {})
+        for key in ("cpu", "memory"):
+            if key in resources.get("requests", {}):
+                limits.setdefault(key, resources["requests"][key])
+        mounts = container.setdefault("volumeMounts", [])
+        if not any(m.get("mountPath") == "/tmp" for m in mounts):
+            mounts.append({"name": "tmp", "mountPath": "/tmp"})
+    return tpl
+
+
+def sandbox_template(job: RLJob) -> Manifest:
+    sandbox = job.spec.pools.sandbox
+    assert sandbox is not None
+    return harden(_pod_template(job, "sandbox", sandbox.template), sandbox.placement.priority_class_name
+                  if sandbox.placement.strategy == "harvest-idle-cpu" else None)  # fmt: skip
+
+
+def sandbox_pod(job: RLJob, name: str, node: str) -> Manifest:
+    """A harvested sandbox pod, pinned to `node` by a required hostname affinity (the scheduler still
+    checks the fit, and preempts it for any normal-priority pod)."""
+    tpl = sandbox_template(job)
+    meta = _metadata(job, "sandbox")
+    meta["name"] = name
+    meta["labels"] = {**tpl.get("metadata", {}).get("labels", {}), HARVEST_LABEL: "true"}
+    if tpl.get("metadata", {}).get("annotations"):
+        meta["annotations"] = dict(tpl["metadata"]["annotations"])
+    term = {"matchExpressions": [{"key": HOSTNAME, "operator": "In", "values": [node]}]}
+    tpl["spec"]["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [term]}}}  # fmt: skip
+    return _stamped({"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": tpl["spec"]})
+
+
 def pool_deployment(job: RLJob, pool: str, spec: Pool | ControllerPool, replicas: int) -> Manifest:
+    template = sandbox_template(job) if pool == "sandbox" else _pod_template(job, pool, spec.template)
     return _stamped(
         {
             "apiVersion": "apps/v1",
@@ -143,7 +200,7 @@ def pool_deployment(job: RLJob, pool: str, spec: Pool | ControllerPool, replicas
             "spec": {
                 "replicas": replicas,
                 "selector": {"matchLabels": selector(job.metadata.name, pool)},
-                "template": _pod_template(job, pool, spec.template),
+                "template": template,
             },
         }
     )
@@ -159,6 +216,12 @@ def pool_service(job: RLJob, pool: str, port: int, headless: bool) -> Manifest:
     return _stamped({"apiVersion": "v1", "kind": "Service", "metadata": _metadata(job, pool), "spec": spec})
 
 
+def harvests(job: RLJob) -> bool:
+    """Does rlop place this job's sandbox pods itself (on idle CPU)?"""
+    sandbox = job.spec.pools.sandbox
+    return sandbox is not None and sandbox.placement.strategy == "harvest-idle-cpu"
+
+
 def render(job: RLJob, replicas: Mapping[str, int]) -> list[Manifest]:
     """All children of `job`, given the replica count chosen for each pool."""
     pools = job.spec.pools
@@ -170,6 +233,7 @@ def render(job: RLJob, replicas: Mapping[str, int]) -> list[Manifest]:
         spec = getattr(pools, pool)
         if spec is None:
             continue
-        out.append(pool_deployment(job, pool, spec, replicas[pool]))
+        if not harvests(job) or pool != "sandbox":
+            out.append(pool_deployment(job, pool, spec, replicas[pool]))
         out.append(pool_service(job, pool, spec.port, headless=False))
     return out

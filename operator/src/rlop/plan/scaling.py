@@ -12,7 +12,7 @@ from rlop.api.models import ControllerPool, Pool, PoolStatus, RLJob, TrainerPool
 from rlop.plan.autoscale import Decision, Reading, decide, record_scale
 from rlop.plan.budget import Claim, arbitrate
 from rlop.plan.observed import PodInfo, pod_requests
-from rlop.plan.status import CAPACITY, METRICS, Event
+from rlop.plan.status import METRICS, Event
 
 AUTOSCALED = ("rollout", "reward", "sandbox")
 MetricKey = tuple[str, int]  # (pool, metric index)
@@ -27,6 +27,8 @@ class Scaling:
     conditions: list[tuple[str, str, str, str]] = field(default_factory=list)  # type, status, reason, msg
     events: list[Event] = field(default_factory=list)
     pod_costs: dict[str, int] = field(default_factory=dict)  # pod -> deletion cost, before a scale-down
+    limited: dict[str, str] = field(default_factory=dict)  # pool -> why the GPU budget held it back
+    fresh: bool = True  # decided from this interval's metrics (False: pools just keep their replicas)
 
 
 def gpus_per_replica(pool: Pool | TrainerPool | ControllerPool) -> float:
@@ -129,10 +131,4 @@ def plan_scaling(
         if final < current and name in busy:
             costs |= deletion_costs([p for p in pods if p.pool == name], busy[name])
     conditions = [_metrics_condition({n: d for n, d in decisions.items() if not d.metrics_ok}, readings)]
-    if budget is not None:
-        if allocation.limited:
-            msg = "; ".join(f"{n}: {why}" for n, why in sorted(allocation.limited.items()))
-            conditions.append((CAPACITY, "True", "GPUBudget", msg))
-        else:
-            conditions.append((CAPACITY, "False", "WithinBudget", f"the pools fit the GPU budget of {budget:g}"))
-    return Scaling(replicas, updates, conditions, events, costs)
+    return Scaling(replicas, updates, conditions, events, costs, allocation.limited)

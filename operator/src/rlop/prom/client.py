@@ -74,20 +74,27 @@ class Prometheus:
         return results
 
     async def _read_template(self, template: str, requests: list[Request], out: dict[Hashable, Result]) -> None:
-        queries = [instantiate(template, r.namespace, r.job, r.pool) for r in requests]
+        by_query: dict[str, list[Hashable]] = defaultdict(list)  # identical instances are asked once
+        for r in requests:
+            by_query[instantiate(template, r.namespace, r.job, r.pool)].append(r.key)
+        queries = list(by_query)
+        results: list[Result]
         if len(queries) > 1 and template not in self.unbatchable:
             try:
-                for r, samples in zip(requests, split(await self.query(batch(queries)), len(queries)), strict=True):
-                    out[r.key] = samples
-                return
+                results = list(split(await self.query(batch(queries)), len(queries)))
             except PromError as exc:
-                if exc.unreachable:
-                    out.update({r.key: exc for r in requests})
-                    return
-        singles = await asyncio.gather(*(self._single(q) for q in queries))  # isolate the failing instances
-        if len(queries) > 1 and any(not isinstance(s, PromError) for s in singles):
+                results = [exc] * len(queries) if exc.unreachable else await self._singles(template, queries)
+        else:
+            results = await self._singles(template, queries)
+        for query, result in zip(queries, results, strict=True):
+            out.update({key: result for key in by_query[query]})
+
+    async def _singles(self, template: str, queries: list[str]) -> list[Result]:
+        """One request per instance: isolates the failing ones (and remembers templates that need it)."""
+        results = list(await asyncio.gather(*(self._single(q) for q in queries)))
+        if len(queries) > 1 and any(not isinstance(r, PromError) for r in results):
             self.unbatchable.add(template)
-        out.update({r.key: s for r, s in zip(requests, singles, strict=True)})
+        return results
 
     async def _single(self, query: str) -> Result:
         try:
