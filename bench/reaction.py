@@ -156,8 +156,7 @@ def main() -> None:
     prom = DevPrometheus(work / "prometheus").start([exporter.target])
     op = None
     try:
-        cluster.kubectl("apply", "--server-side", "-f", str(ROOT / "crds"))
-        cluster.kubectl("wait", "--for=condition=Established", "crd/rljobs.rlop.dev")
+        cluster.install_rlop(ROOT / "crds")
         cluster.kubectl("create", "namespace", "bench")
         op = OperatorProcess(cluster, prom.url, work, 1.0).start()
         reaction(cluster, prom, exporter, args.steps)

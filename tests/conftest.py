@@ -60,8 +60,7 @@ class Kubectl:
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevCluster]:
     c = DevCluster(tmp_path_factory.mktemp("cluster")).start(default_nodes(gpu_nodes=2, cpu_nodes=4))
     try:
-        c.kubectl("apply", "--server-side", "-f", str(ROOT / "crds"))
-        c.kubectl("wait", "--for=condition=Established", "crd/rljobs.rlop.dev", "--timeout=30s")
+        c.install_rlop(ROOT / "crds")
         yield c
     finally:
         c.stop()

@@ -51,7 +51,7 @@ def _dev_cluster(args: argparse.Namespace) -> int:
     workdir = Path(args.dir).absolute()
     if args.action == "up":
         cluster = DevCluster(workdir).start(default_nodes(args.gpu_nodes, args.cpu_nodes))
-        cluster.kubectl("apply", "--server-side", "-f", str(_repo_file("crds")))
+        cluster.install_rlop(_repo_file("crds"))
         print(json.dumps(describe(cluster), indent=2))
         print(f"\nexport KUBECONFIG={cluster.kubeconfig}", file=sys.stderr)
     elif args.action == "down":

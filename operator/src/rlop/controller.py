@@ -25,7 +25,7 @@ from rlop.kube.client import Kube, KubeError
 from rlop.plan.autoscale import Reading
 from rlop.plan.job import JobObservation, JobPlan, base_replicas, plan_job, with_apply_errors
 from rlop.plan.observed import COST_ANNOTATION, ChildInfo, NodeInfo, PodInfo, pod_info
-from rlop.plan.render import GANG_GATE, HASH_ANNOTATION
+from rlop.plan.render import GANG_GATE, HASH_ANNOTATION, harvests
 from rlop.plan.scaling import Scaling, autoscaled_pools, plan_scaling
 from rlop.plan.status import SYNCED, Event, set_condition
 from rlop.prom.client import PromError, Prometheus, Request, Result, as_reading
@@ -73,7 +73,11 @@ class Controller:
             if full:
                 next_full = time.monotonic() + self.cfg.interval
             keys, self.dirty = (set(self.jobs()) | self.dirty) if full else self.dirty, set()
-            await self.reconcile_all(sorted(keys), full)
+            try:
+                await self.reconcile_all(sorted(keys), full)
+            except Exception:  # the loop must outlive any bug in one pass
+                log.exception("Reconcile pass failed")
+                metrics.RECONCILE_ERRORS.inc()
 
     def jobs(self) -> Iterable[JobKey]:
         return list(self.indexes["rljob_index"].keys()) if self.indexes else []
@@ -119,10 +123,12 @@ class Controller:
                 assert spec.autoscale is not None
                 for i, metric in enumerate(spec.autoscale.metrics):
                     requests.append(Request((ns, name, pool, i), metric.query, ns, name, pool))
-                if spec.autoscale.deletion_cost_query:
-                    requests.append(
-                        Request((ns, name, pool, "cost"), spec.autoscale.deletion_cost_query, ns, name, pool)
-                    )
+                if cost := spec.autoscale.deletion_cost_query:
+                    requests.append(Request((ns, name, pool, "cost"), cost, ns, name, pool))
+            sandbox = loaded[1].spec.pools.sandbox
+            if sandbox is not None and harvests(loaded[1]):
+                query = sandbox.placement.utilization_query
+                requests.append(Request((ns, name, "sandbox", "utilization"), query, ns, name, "sandbox"))
         return await self.prom.read(requests) if requests else {}
 
     def observe(

@@ -19,8 +19,7 @@ def run(workdir: Path, duration: float, job_file: Path) -> int:
     cluster = DevCluster(workdir / "cluster").start(default_nodes())
     operator = None
     try:
-        cluster.kubectl("apply", "--server-side", "-f", str(ROOT / "crds"))
-        cluster.kubectl("wait", "--for=condition=Established", "crd/rljobs.rlop.dev")
+        cluster.install_rlop(ROOT / "crds")
         log = open(workdir / "operator.log", "wb")  # noqa: SIM115 - the child owns it
         operator = subprocess.Popen(
             [

@@ -54,6 +54,15 @@ async def cleanup(memo: kopf.Memo, **_: Any) -> None:
         await controller.prom.close()
 
 
+@kopf.on.probe(id="reconcile_loop")
+def loop_alive(memo: Any, **_: Any) -> str:
+    """Liveness: fail (and get restarted) if the reconcile loop ever stopped."""
+    task = memo.get("loop_task")
+    if task is not None and task.done():
+        raise RuntimeError("the reconcile loop stopped")
+    return "running"
+
+
 # ---------------------------------------------------------------- indexes (kopf fills them before triggers)
 
 

@@ -310,6 +310,17 @@ class ObjectMeta(OpenModel):
     generation: int | None = None
 
 
+HARVEST_PRIORITY_CLASS = {
+    "apiVersion": "scheduling.k8s.io/v1",
+    "kind": "PriorityClass",
+    "metadata": {"name": "rlop-harvest"},
+    "value": -10,
+    "preemptionPolicy": "Never",
+    "globalDefault": False,
+    "description": "rlop sandbox pods on harvested idle CPU: any normal pod may preempt them; they preempt no one.",
+}
+
+
 class RLJob(BaseModel):
     """The whole resource, as the operator reads it."""
 

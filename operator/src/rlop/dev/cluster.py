@@ -53,6 +53,7 @@ class NodeSpec:
     memory: str = "64Gi"
     gpus: int = 0
     labels: dict[str, str] = field(default_factory=dict)
+    taints: tuple[dict[str, str], ...] = ()
 
     def manifest(self) -> dict[str, Any]:
         capacity = {"cpu": self.cpu, "memory": self.memory, "pods": "110"}
@@ -73,6 +74,7 @@ class NodeSpec:
                 "labels": labels,
                 "annotations": {"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"},
             },
+            "spec": {"taints": list(self.taints)} if self.taints else {},
             "status": {"allocatable": capacity, "capacity": capacity},
         }
 
@@ -173,6 +175,14 @@ class DevCluster:
     def apply(self, objects: Sequence[dict[str, Any]]) -> None:
         if objects:
             self.kubectl("apply", "--server-side", "-f", "-", stdin=yaml.safe_dump_all(objects))
+
+    def install_rlop(self, crds: Path) -> None:
+        """What the Helm chart installs cluster-wide: the CRDs and the rlop-harvest PriorityClass."""
+        from rlop.api.models import HARVEST_PRIORITY_CLASS
+
+        self.kubectl("apply", "--server-side", "-f", str(crds))
+        self.apply([HARVEST_PRIORITY_CLASS])
+        self.kubectl("wait", "--for=condition=Established", "crd/rljobs.rlop.dev", "--timeout=60s")
 
     def add_nodes(self, nodes: Sequence[NodeSpec]) -> None:
         self.apply([n.manifest() for n in nodes])

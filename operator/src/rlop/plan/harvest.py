@@ -158,6 +158,8 @@ def plan_harvest(
             delete.append((pod.name, f"node {pod.on} is gone or not Ready"))
         elif any(node.labels.get(k) != v for k, v in (placement.node_selector or {}).items()):
             delete.append((pod.name, f"node {pod.on} no longer matches the nodeSelector"))
+        elif pod.unschedulable and not pod.node:
+            delete.append((pod.name, f"the scheduler cannot fit it on {pod.on}: {pod.unschedulable}"))
     gone = {name for name, _ in delete}
     live = [p for p in live if p.name not in gone]
 

@@ -120,16 +120,15 @@ def plan_job(obs: JobObservation, now: datetime, scaling: Scaling | None = None)
     harvest = _harvest(obs, replicas) if obs.utilization is not None else None
     evict: list[tuple[str, str]] = []
     if harvest is not None:
+        events += [Event("Warning", "SandboxEvicted", f"evicted {pod}: {why}") for pod, why in harvest.evict]
         writes += [sandbox_pod(job, pod, node) for pod, node in harvest.create]
         if harvest.create:
             spots = Counter(node for _, node in harvest.create)
             where = ", ".join(f"{node} x{count}" for node, count in sorted(spots.items()))
-            events.append(
-                Event("Normal", "SandboxPlaced", f"placed {len(harvest.create)} sandbox pods on idle CPU: {where}")
-            )
+            message = f"placed {len(harvest.create)} sandbox pods on idle CPU: {where}"
+            events.append(Event("Normal", "SandboxPlaced", message))
         delete_pods += harvest.delete
         evict = harvest.evict
-        events += [Event("Warning", "SandboxEvicted", f"evicted {pod}: {why}") for pod, why in harvest.evict]
     elif not harvests(job):  # sandbox pods rlop placed, but the spec no longer asks for harvesting
         delete_pods += [(p.name, "harvesting turned off") for p in obs.pods if p.harvest and not p.deleting]
 

@@ -1,0 +1,122 @@
+"""Sandbox pods on idle CPU, on the real control plane with simulated CPU nodes of mixed sizes and a real
+Prometheus serving per-node utilization from an exporter the test drives."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from rlop.dev.cluster import DevCluster, NodeSpec
+from tests.conftest import Exporter, Kubectl, Operator, wait_for
+
+pytestmark = pytest.mark.cluster
+
+TAINT = {"key": "rlop.dev/harvest-test", "value": "true", "effect": "NoSchedule"}
+TOLERATION = {"key": "rlop.dev/harvest-test", "operator": "Exists", "effect": "NoSchedule"}
+SIZES = {"h-small": "8", "h-mid": "16", "h-big": "32"}
+
+
+@pytest.fixture(scope="module")
+def harvest_nodes(cluster: DevCluster, exporter: Exporter) -> Iterator[list[str]]:
+    cluster.add_nodes([NodeSpec(n, cpu=c, labels={"harvest-test": "true"}, taints=(TAINT,)) for n, c in SIZES.items()])
+    wait_for(lambda: all(cluster.get(f"/api/v1/nodes/{n}")["status"].get("conditions") for n in SIZES), 30)
+    yield list(SIZES)
+    for n in SIZES:
+        exporter.set("test_node_utilization", 0.0, node=n)
+
+
+def set_util(exporter: Exporter, **util: float) -> None:
+    for node, value in util.items():
+        exporter.set("test_node_utilization", value, node=node.replace("_", "-"))
+
+
+def rljob(replicas: int) -> dict[str, Any]:
+    tpl = {"spec": {"containers": [{"name": "t", "image": "img", "resources": {"requests": {"cpu": "100m"}}}]}}
+    sandbox = {
+        "spec": {
+            "tolerations": [TOLERATION],
+            "containers": [{"name": "s", "image": "img", "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}],
+        }
+    }
+    placement = {
+        "strategy": "harvest-idle-cpu",
+        "nodeSelector": {"harvest-test": "true"},
+        "maxNodeUtilization": 0.7,
+        "utilizationQuery": "max by (node) (test_node_utilization)",
+    }
+    return {
+        "apiVersion": "rlop.dev/v1alpha1", "kind": "RLJob", "metadata": {"name": "hv"},
+        "spec": {"pools": {
+            "trainer": {"replicas": 1, "template": tpl},
+            "rollout": {"replicas": 1, "template": tpl},
+            "sandbox": {"replicas": replicas, "placement": placement, "template": sandbox},
+        }},
+    }  # fmt: skip
+
+
+def sandbox_nodes(k: Kubectl) -> Counter[str]:
+    pods = k.items("pods", "rlop.dev/pool=sandbox")
+    live = [p for p in pods if not p["metadata"].get("deletionTimestamp") and p["spec"].get("nodeName")]
+    return Counter(p["spec"]["nodeName"] for p in live)
+
+
+def test_sandbox_pods_land_only_on_idle_nodes_hardened(
+    k: Kubectl, operator: Operator, exporter: Exporter, harvest_nodes: list[str]
+) -> None:
+    set_util(exporter, h_small=0.1, h_mid=0.9, h_big=0.2)
+    k.apply(rljob(6))
+    placed = wait_for(lambda: sum((c := sandbox_nodes(k)).values()) == 6 and c, 60, "6 sandbox pods")
+    assert "h-mid" not in placed, placed
+    assert len(placed) <= 2  # packed, not spread
+    pod = k.items("pods", "rlop.dev/pool=sandbox")[0]
+    spec = pod["spec"]
+    assert spec["priorityClassName"] == "rlop-harvest" and spec["priority"] == -10
+    assert spec["automountServiceAccountToken"] is False
+    assert not any(v.get("projected") for v in spec.get("volumes", []))  # no service-account token
+    assert spec["containers"][0]["securityContext"]["allowPrivilegeEscalation"] is False
+    status = k.get("rljob", "hv")["status"]
+    assert status["pools"]["sandbox"]["replicas"] == "6/6"
+    assert any(e["reason"] == "SandboxPlaced" for e in k.events("hv"))
+
+
+def test_a_busy_node_loses_its_sandbox_pods_which_reappear_elsewhere(
+    k: Kubectl, operator: Operator, exporter: Exporter, harvest_nodes: list[str]
+) -> None:
+    set_util(exporter, h_small=0.0, h_mid=0.9, h_big=0.9)
+    k.apply(rljob(3))
+    wait_for(lambda: sandbox_nodes(k) == Counter({"h-small": 3}), 60, "3 pods on h-small")
+    set_util(exporter, h_small=0.95, h_big=0.0)
+    turned = time.monotonic()
+    wait_for(lambda: "h-small" not in sandbox_nodes(k), 30, "h-small emptied")
+    emptied = time.monotonic() - turned
+    assert emptied < 2 * operator.interval + 6, f"took {emptied:.1f}s"  # two intervals + scrape and slack
+    wait_for(lambda: sandbox_nodes(k) == Counter({"h-big": 3}), 30, "replaced on h-big")
+    evictions = [e for e in k.events("hv") if e["reason"] == "SandboxEvicted"]
+    assert len(evictions) == 3 and "node h-small is busy" in evictions[0]["message"]
+
+
+def test_a_regular_pod_preempts_a_sandbox_pod(
+    k: Kubectl, operator: Operator, exporter: Exporter, harvest_nodes: list[str]
+) -> None:
+    set_util(exporter, h_small=0.0, h_mid=0.9, h_big=0.9)
+    k.apply(rljob(3))
+    wait_for(lambda: sandbox_nodes(k) == Counter({"h-small": 3}), 60, "3 pods on h-small")
+    regular = {
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "tenant"},
+        "spec": {"nodeSelector": {"kubernetes.io/hostname": "h-small"}, "tolerations": [TOLERATION],
+                 "containers": [{"name": "c", "image": "img", "resources": {"requests": {"cpu": "7"}}}]},
+    }  # fmt: skip
+    k.apply(regular)
+    wait_for(lambda: (k.get("pod", "tenant") or {}).get("status", {}).get("phase") == "Running", 60, "tenant runs")
+    assert sandbox_nodes(k).get("h-small", 0) <= 1  # 8 cores - 7 = 1 core left
+
+    def capacity() -> dict[str, Any]:
+        conds = k.get("rljob", "hv")["status"]["conditions"]
+        return next((c for c in conds if c["type"] == "CapacityLimited" and c["status"] == "True"), {})
+
+    cond = wait_for(capacity, 30, "CapacityLimited")
+    assert "sandbox" in cond["message"] and "do not fit" in cond["message"]
