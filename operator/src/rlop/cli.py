@@ -72,13 +72,14 @@ def _plan(args: argparse.Namespace) -> int:
     job = yaml.safe_load(Path(args.file).read_text())
     metrics = json.loads(Path(args.metrics).read_text()) if args.metrics else {}
     state = json.loads(Path(args.state).read_text()) if args.state else None
+    nodes = json.loads(Path(args.nodes).read_text()) if args.nodes else None
     if args.now is None:
         now = datetime.now(UTC)
     elif args.now.replace(".", "", 1).isdigit():
         now = datetime.fromtimestamp(float(args.now), UTC)
     else:
         now = datetime.fromisoformat(args.now.replace("Z", "+00:00"))
-    print(json.dumps(what_if(job, metrics, state, now.replace(microsecond=0)), indent=2))
+    print(json.dumps(what_if(job, metrics, state, now.replace(microsecond=0), nodes), indent=2))
     return 0
 
 
@@ -116,6 +117,7 @@ def parser() -> argparse.ArgumentParser:
     plan.add_argument("--metrics", help='JSON: {"<pool>": [value per metric]}')
     plan.add_argument("--state", help="JSON: the RLJob status (current replicas and autoscaler history)")
     plan.add_argument("--now", help="RFC 3339 time or Unix seconds (default: now)")
+    plan.add_argument("--nodes", help="JSON: candidate nodes with utilization, for sandbox placement")
     plan.set_defaults(func=_plan)
 
     demo = sub.add_parser("demo", help="a local cluster, the operator and an RLJob, live")

@@ -6,18 +6,25 @@ Inputs (JSON):
 - state (optional): the RLJob's ``status`` as the cluster shows it (``kubectl get rlj J -o
   jsonpath='{.status}'``): current replicas (``pools.<p>.desired``) and the autoscaler's history
   (``recommendations``, ``scaleEvents``). The output's ``state`` is the next state, to chain calls.
+- nodes (optional): ``[{"name", "cpu", "memory", "labels", "utilization", "requests", "sandboxPods"}]``
+  with ``utilization`` in [0, 1] (omit it for "no data"), ``requests`` what other pods request there, and
+  ``sandboxPods`` how many of this job's sandbox pods run there now. The output then has ``placement``
+  (node -> sandbox pods after the plan) and ``evictions``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
 from rlop.api.models import RLJob, RLJobStatus
 from rlop.plan.autoscale import Reading
 from rlop.plan.job import JobObservation, base_replicas, plan_job
-from rlop.plan.observed import PodInfo
+from rlop.plan.observed import NodeInfo, PodInfo, pod_info, pod_requests
+from rlop.plan.quantity import parse_quantity
+from rlop.plan.render import sandbox_pod
 from rlop.plan.scaling import plan_scaling
 
 
@@ -29,17 +36,48 @@ def _readings(metrics: Mapping[str, Any]) -> dict[tuple[str, int], Reading]:
     return out
 
 
-def what_if(job_doc: Mapping[str, Any], metrics: Mapping[str, Any], state: Mapping[str, Any] | None,
-            now: datetime) -> dict[str, Any]:  # fmt: skip
+def _cluster(nodes: Sequence[Mapping[str, Any]], job: str) -> tuple[list[NodeInfo], list[PodInfo], dict[str, float]]:
+    infos, pods, utilization = [], [], {}
+    for n in nodes:
+        name = n["name"]
+        alloc = {"cpu": parse_quantity(n.get("cpu", 16)), "memory": parse_quantity(n.get("memory", "64Gi")),
+                 "pods": 110.0}  # fmt: skip
+        infos.append(NodeInfo(name=name, allocatable=alloc, labels=n.get("labels", {})))
+        if "utilization" in n:
+            utilization[name] = float(n["utilization"])
+        if n.get("requests"):
+            req = {k: parse_quantity(v) for k, v in n["requests"].items()}
+            pods.append(PodInfo(name=f"others-on-{name}", node=name, requests=req))
+        for i in range(int(n.get("sandboxPods", 0))):
+            pods.append(PodInfo(name=f"{job}-sandbox-{name}-{i}", node=name, harvest=True, pool="sandbox", ready=True))
+    return infos, pods, utilization
+
+
+def what_if(
+    job_doc: Mapping[str, Any],
+    metrics: Mapping[str, Any],
+    state: Mapping[str, Any] | None,
+    now: datetime,
+    nodes: Sequence[Mapping[str, Any]] | None = None,
+) -> dict[str, Any]:
     doc = dict(job_doc)
     doc["metadata"] = {"namespace": "default", **doc.get("metadata", {})}
     if state is not None:
         doc["status"] = RLJobStatus.model_validate(state).model_dump(mode="json", exclude_none=True)
     job = RLJob.model_validate(doc)
     base = base_replicas(job)
-    pods = [PodInfo(name=f"{pool}-{i}", pool=pool, ready=True) for pool, n in base.items() for i in range(n)]
+    node_infos, bound, utilization = _cluster(nodes or [], job.metadata.name)
+    sandbox = [p for p in bound if p.harvest]
+    if sandbox and nodes is not None:  # size the sandbox pods from the template
+        request = sandbox_pod(job, "x", "x")["spec"]
+        sandbox = [replace(p, requests=pod_requests(request)) for p in sandbox]
+        bound = [p for p in bound if not p.harvest] + sandbox
+    pods = [PodInfo(name=f"{pool}-{i}", pool=pool, ready=True) for pool, n in base.items() for i in range(n)
+            if pool != "sandbox" or nodes is None] + sandbox  # fmt: skip
     scaling = plan_scaling(job, base, pods, _readings(metrics), {}, now)
-    plan = plan_job(JobObservation(job=job, pods=pods), now, scaling)
+    obs = JobObservation(job=job, pods=pods, nodes=node_infos, bound_pods=bound,
+                         utilization=utilization if nodes is not None else None)  # fmt: skip
+    plan = plan_job(obs, now, scaling)
     pools = {
         name: {"desired": st.desired, "current": base[name], "reason": st.reason}
         for name, st in plan.status.pools.items()
@@ -49,4 +87,18 @@ def what_if(job_doc: Mapping[str, Any], metrics: Mapping[str, Any], state: Mappi
         for c in plan.status.conditions
         if c.type in ("MetricsAvailable", "CapacityLimited")
     ]
-    return {"pools": pools, "conditions": conditions, "state": plan.status.model_dump(mode="json", exclude_none=True)}
+    out: dict[str, Any] = {"pools": pools, "conditions": conditions}
+    if nodes is not None:
+        gone = {p for p, _ in plan.delete_pods} | {p for p, _ in plan.evict}
+        placement: dict[str, list[str]] = {n.name: [] for n in node_infos}
+        for p in sandbox:
+            if p.name not in gone and p.node:
+                placement[p.node].append(p.name)
+        for m in plan.apply:
+            if m["kind"] == "Pod":
+                placement[pod_info(m).on or ""].append(m["metadata"]["name"])
+        out["placement"] = {node: names for node, names in placement.items() if names}
+        out["evictions"] = [{"pod": p, "reason": why} for p, why in plan.evict]
+        out["deletions"] = [{"pod": p, "reason": why} for p, why in plan.delete_pods]
+    out["state"] = plan.status.model_dump(mode="json", exclude_none=True)
+    return out

@@ -18,13 +18,14 @@ pods are left alone (no data never evicts).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+import math
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from rlop.api.models import Placement
 from rlop.plan.capacity import feasible
 from rlop.plan.observed import NodeInfo, PodInfo
-from rlop.plan.quantity import Resources, fits, parse_quantity
+from rlop.plan.quantity import Resources, parse_quantity
 
 EPS = 1e-9
 
@@ -85,37 +86,23 @@ def node_rooms(
     return out
 
 
+def fits_count(room: NodeRoom, request: Resources) -> int:
+    """How many more pods of `request` the node takes: its idle room and its scheduler-visible free space."""
+    limits = [(room.room + EPS) / request["cpu"]] if request.get("cpu", 0.0) > 0 else []
+    limits += [(room.free.get(k, 0.0) + EPS) / v for k, v in request.items() if v > 0]
+    return max(0, math.floor(min(limits))) if limits else 0
+
+
 def pack(count: int, request: Resources, rooms: Mapping[str, NodeRoom], open_nodes: set[str]) -> list[str]:
-    """Nodes for `count` identical pods: best fit, nodes already hosting harvest pods first (so whole
-    nodes stay free). Falls back to first fit if that ever places more (it cannot for identical pods,
-    but the guarantee is cheap)."""
-    best = _greedy(count, request, rooms, open_nodes, lambda name, hosts, left: (not hosts, left, name))
-    first = _greedy(count, request, rooms, open_nodes, lambda name, hosts, left: (name,))
-    return first if len(first) > len(best) else best
-
-
-def _greedy(
-    count: int,
-    request: Resources,
-    rooms: Mapping[str, NodeRoom],
-    open_nodes: set[str],
-    key: Callable[[str, bool, float], tuple[object, ...]],
-) -> list[str]:
-    cpu = request.get("cpu", 0.0)
-    room = {n: rooms[n].room for n in open_nodes}
-    free = {n: dict(rooms[n].free) for n in open_nodes}
-    hosts = {n: rooms[n].hosts_harvest for n in open_nodes}
+    """Nodes for `count` identical pods: nodes already hosting harvest pods first, then the roomiest ones,
+    each filled before the next. For identical pods this touches the fewest nodes (fewer than best fit,
+    which fills the tightest rooms first), so whole nodes stay free for their owners."""
+    order = sorted(open_nodes, key=lambda n: (not rooms[n].hosts_harvest, -rooms[n].room, n))
     out: list[str] = []
-    for _ in range(count):
-        fitting = [n for n in open_nodes if room[n] + EPS >= cpu and fits(request, free[n])]
-        if not fitting:
+    for name in order:
+        if len(out) >= count:
             break
-        chosen = min(fitting, key=lambda n: key(n, hosts[n], room[n] - cpu))
-        out.append(chosen)
-        room[chosen] -= cpu
-        hosts[chosen] = True
-        for k, v in request.items():
-            free[chosen][k] = free[chosen].get(k, 0.0) - v
+        out += [name] * min(count - len(out), fits_count(rooms[name], request))
     return out
 
 
