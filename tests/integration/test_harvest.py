@@ -95,7 +95,7 @@ def test_a_busy_node_loses_its_sandbox_pods_which_reappear_elsewhere(
     emptied = time.monotonic() - turned
     assert emptied < 2 * operator.interval + 6, f"took {emptied:.1f}s"  # two intervals + scrape and slack
     wait_for(lambda: sandbox_nodes(k) == Counter({"h-big": 3}), 30, "replaced on h-big")
-    evictions = [e for e in k.events("hv") if e["reason"] == "SandboxEvicted"]
+    evictions = [e for e in k.events("hv") if e["reason"] == "SandboxEvicted" and "h-small" in e["message"]]
     assert len(evictions) == 3 and "node h-small is busy" in evictions[0]["message"]
 
 

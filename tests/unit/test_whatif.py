@@ -51,3 +51,18 @@ def test_missing_metrics_hold() -> None:
     assert out["pools"]["rollout"]["desired"] == 3
     cond = next(c for c in out["conditions"] if c["type"] == "MetricsAvailable")
     assert cond["status"] == "False"
+
+
+def test_placement_and_evictions_for_given_nodes() -> None:
+    nodes = [
+        {"name": "cpu-0", "cpu": 16, "labels": {"rlop.dev/cpu-pool": "true"}, "utilization": 0.2, "sandboxPods": 2},
+        {"name": "cpu-1", "cpu": 16, "labels": {"rlop.dev/cpu-pool": "true"}, "utilization": 0.9, "sandboxPods": 2},
+        {"name": "cpu-2", "cpu": 16, "labels": {"rlop.dev/cpu-pool": "true"}},  # no data: not harvestable
+        {"name": "gpu-0", "cpu": 64, "utilization": 0.0},  # not in the nodeSelector
+    ]
+    state = {"pools": {"sandbox": {"desired": 4}}}
+    out = what_if(example(), {"sandbox": [16]}, state, T0, nodes)
+    assert out["pools"]["sandbox"]["desired"] == 4
+    assert {e["pod"] for e in out["evictions"]} == {"grpo-math-sandbox-cpu-1-0", "grpo-math-sandbox-cpu-1-1"}
+    assert "node cpu-1 is busy" in out["evictions"][0]["reason"]
+    assert set(out["placement"]) == {"cpu-0"} and len(out["placement"]["cpu-0"]) == 4

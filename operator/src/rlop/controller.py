@@ -151,7 +151,7 @@ class Controller:
         seen = {(p.namespace, p.name) for p in pods}
         out = [replace(p, deleting=True) if (p.namespace, p.name) in self.gone else p for p in pods]
         for (ns, name), (pod, _) in self.pending.items():
-            if (ns, name) not in seen and (job is None or (ns, pod.job) == job):
+            if (ns, name) not in seen and (ns, name) not in self.gone and (job is None or (ns, pod.job) == job):
                 out.append(pod)
         return out
 
@@ -225,6 +225,7 @@ class Controller:
                 self.applied[key] = (digest, time.monotonic())
                 if manifest["kind"] == "Pod":  # count it against its node before the watch reports it
                     self.pending[(ns, manifest["metadata"]["name"])] = (pod_info(manifest), time.monotonic())
+                    self.gone.pop((ns, manifest["metadata"]["name"]), None)
                 metrics.API_WRITES.labels("apply").inc()
             except KubeError as exc:
                 errors.append(f"{manifest['kind']} {manifest['metadata']['name']}: {exc.message}")
@@ -234,11 +235,13 @@ class Controller:
         for pod, _ in plan.delete_pods:
             await self.kube.delete("Pod", ns, pod)
             self.gone[(ns, pod)] = time.monotonic()
+            self.pending.pop((ns, pod), None)
             metrics.API_WRITES.labels("delete-pod").inc()
         for pod, _ in plan.evict:
             try:
                 await self.kube.evict(ns, pod)
                 self.gone[(ns, pod)] = time.monotonic()
+                self.pending.pop((ns, pod), None)
                 metrics.API_WRITES.labels("evict").inc()
             except KubeError as exc:  # 429: a PodDisruptionBudget says not now; try again next interval
                 errors.append(f"eviction of {pod} refused: {exc.message}")
