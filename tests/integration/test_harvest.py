@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from rlop.dev.cluster import DevCluster, NodeSpec
+from rlop.dev.prometheus import DevPrometheus
 from tests.conftest import Exporter, Kubectl, Operator, wait_for
 
 pytestmark = pytest.mark.cluster
@@ -29,9 +30,17 @@ def harvest_nodes(cluster: DevCluster, exporter: Exporter) -> Iterator[list[str]
         exporter.set("test_node_utilization", 0.0, node=n)
 
 
-def set_util(exporter: Exporter, **util: float) -> None:
-    for node, value in util.items():
-        exporter.set("test_node_utilization", value, node=node.replace("_", "-"))
+def set_util(exporter: Exporter, prometheus: DevPrometheus, **util: float) -> None:
+    """Set node utilizations and wait until Prometheus serves them."""
+    want = {node.replace("_", "-"): value for node, value in util.items()}
+    for node, value in want.items():
+        exporter.set("test_node_utilization", value, node=node)
+
+    def served() -> bool:
+        got = {labels["node"]: v for labels, v in prometheus.query("test_node_utilization")}
+        return all(got.get(n) == v for n, v in want.items())
+
+    wait_for(served, 30, f"Prometheus to serve {want}")
 
 
 def rljob(replicas: int) -> dict[str, Any]:
@@ -65,9 +74,9 @@ def sandbox_nodes(k: Kubectl) -> Counter[str]:
 
 
 def test_sandbox_pods_land_only_on_idle_nodes_hardened(
-    k: Kubectl, operator: Operator, exporter: Exporter, harvest_nodes: list[str]
+    k: Kubectl, operator: Operator, exporter: Exporter, prometheus: DevPrometheus, harvest_nodes: list[str]
 ) -> None:
-    set_util(exporter, h_small=0.1, h_mid=0.9, h_big=0.2)
+    set_util(exporter, prometheus, h_small=0.1, h_mid=0.9, h_big=0.2)
     k.apply(rljob(6))
     placed = wait_for(lambda: sum((c := sandbox_nodes(k)).values()) == 6 and c, 60, "6 sandbox pods")
     assert "h-mid" not in placed, placed
@@ -84,12 +93,12 @@ def test_sandbox_pods_land_only_on_idle_nodes_hardened(
 
 
 def test_a_busy_node_loses_its_sandbox_pods_which_reappear_elsewhere(
-    k: Kubectl, operator: Operator, exporter: Exporter, harvest_nodes: list[str]
+    k: Kubectl, operator: Operator, exporter: Exporter, prometheus: DevPrometheus, harvest_nodes: list[str]
 ) -> None:
-    set_util(exporter, h_small=0.0, h_mid=0.9, h_big=0.9)
+    set_util(exporter, prometheus, h_small=0.0, h_mid=0.9, h_big=0.9)
     k.apply(rljob(3))
     wait_for(lambda: sandbox_nodes(k) == Counter({"h-small": 3}), 60, "3 pods on h-small")
-    set_util(exporter, h_small=0.95, h_big=0.0)
+    set_util(exporter, prometheus, h_small=0.95, h_big=0.0)
     turned = time.monotonic()
     wait_for(lambda: "h-small" not in sandbox_nodes(k), 30, "h-small emptied")
     emptied = time.monotonic() - turned
@@ -100,9 +109,9 @@ def test_a_busy_node_loses_its_sandbox_pods_which_reappear_elsewhere(
 
 
 def test_a_regular_pod_preempts_a_sandbox_pod(
-    k: Kubectl, operator: Operator, exporter: Exporter, harvest_nodes: list[str]
+    k: Kubectl, operator: Operator, exporter: Exporter, prometheus: DevPrometheus, harvest_nodes: list[str]
 ) -> None:
-    set_util(exporter, h_small=0.0, h_mid=0.9, h_big=0.9)
+    set_util(exporter, prometheus, h_small=0.0, h_mid=0.9, h_big=0.9)
     k.apply(rljob(3))
     wait_for(lambda: sandbox_nodes(k) == Counter({"h-small": 3}), 60, "3 pods on h-small")
     regular = {
