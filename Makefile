@@ -24,6 +24,7 @@ binaries: ## build etcd, kube-*, kubectl, kwok from Go modules into $(RLOP_BIN_D
 
 crd: venv ## regenerate the CRD from the pydantic models
 	$(PY) -m rlop crd > crds/rljobs.rlop.dev.yaml
+	cp crds/rljobs.rlop.dev.yaml charts/rlop/crds/
 
 lint: venv ## ruff + mypy
 	$(VENV)/bin/ruff check .

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Build the local control plane binaries from Go modules into a version-keyed cache outside the repo.
 #   kube-apiserver, kube-controller-manager, kube-scheduler, kubectl (k8s.io/kubernetes via a wrapper module)
-#   etcd (go.etcd.io/etcd/server/v3 via a wrapper module), kwok (sigs.k8s.io/kwok)
+#   etcd (go.etcd.io/etcd/server/v3 via a wrapper module), kwok (sigs.k8s.io/kwok), helm (helm.sh/helm/v4)
 # Re-running is cheap: each component is skipped when its stamp matches.
 set -euo pipefail
 K8S_VERSION=${K8S_VERSION:-1.36.3}
 ETCD_VERSION=${ETCD_VERSION:-3.6.16}
 KWOK_VERSION=${KWOK_VERSION:-0.8.0}
+HELM_VERSION=${HELM_VERSION:-4.3.2}
 CACHE=${RLOP_CACHE:-$HOME/.cache/rlop}
 BIN=$CACHE/bin
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -68,5 +69,13 @@ build_kwok() {
   echo "$KWOK_VERSION" > "$BIN/.kwok.stamp"
 }
 
-for c in ${*:-etcd kwok k8s}; do "build_$c"; done
+build_helm() {
+  stamp_ok helm "$HELM_VERSION" && return
+  GOBIN=$BIN go install -trimpath -ldflags="-s -w -X helm.sh/helm/v4/internal/version.version=v$HELM_VERSION" \
+    "helm.sh/helm/v4/cmd/helm@v$HELM_VERSION"
+  "$BIN/helm" version
+  echo "$HELM_VERSION" > "$BIN/.helm.stamp"
+}
+
+for c in ${*:-etcd kwok k8s helm}; do "build_$c"; done
 echo "binaries in $BIN"

@@ -20,8 +20,10 @@ def test_operator_folder_is_not_a_package() -> None:
     assert not (ROOT / "operator" / "__init__.py").exists()
 
 
-def test_committed_crd_matches_the_models() -> None:
-    assert (ROOT / "crds" / "rljobs.rlop.dev.yaml").read_text() == rljob_crd_yaml(), "run `make crd`"
+def test_committed_crds_match_the_models() -> None:
+    generated = rljob_crd_yaml()
+    assert (ROOT / "crds" / "rljobs.rlop.dev.yaml").read_text() == generated, "run `make crd`"
+    assert (ROOT / "charts" / "rlop" / "crds" / "rljobs.rlop.dev.yaml").read_text() == generated, "run `make crd`"
 
 
 def _walk(node: Any, path: str = "") -> list[tuple[str, dict[str, Any]]]:

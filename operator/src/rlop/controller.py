@@ -86,6 +86,8 @@ class Controller:
         """Reconcile `keys`; a full pass also reads the metrics and lets the autoscaler decide."""
         jobs = {key: self.load(key) for key in keys}
         results = await self.read_metrics(jobs) if full else None
+        if full and self.indexes:
+            metrics.set_harvest(p for store in self.indexes["node_pods"].values() for p in store)
         for key, loaded in jobs.items():
             started = time.perf_counter()
             try:

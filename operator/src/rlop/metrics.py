@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from prometheus_client import Counter, Gauge, Histogram
@@ -30,7 +31,9 @@ POOL_REPLICAS = Gauge(
 POOL_METRIC = Gauge(
     "rlop_pool_metric_value", "Latest value of each autoscaling metric.", ["namespace", "rljob", "pool", "metric"]
 )
+HARVESTED_CPU = Gauge("rlop_harvested_cpu_cores", "CPU cores requested by rlop's sandbox pods, by node.", ["node"])
 
+_harvest_nodes: set[str] = set()
 _seen: dict[tuple[str, str], set[tuple[Gauge, tuple[str, ...]]]] = {}
 
 
@@ -53,3 +56,16 @@ def forget(namespace: str, job: str) -> None:
     """Drop the series of a deleted job."""
     for gauge, labels in _seen.pop((namespace, job), set()):
         gauge.remove(*labels)
+
+
+def set_harvest(pods: Iterable[Any]) -> None:
+    """Cores requested by harvest pods per node (nodes that lost all of them drop to 0)."""
+    cores: dict[str, float] = {}
+    for pod in pods:
+        if pod.harvest and pod.on:
+            cores[pod.on] = cores.get(pod.on, 0.0) + pod.requests.get("cpu", 0.0)
+    for node in _harvest_nodes - cores.keys():
+        HARVESTED_CPU.labels(node).set(0)
+    for node, value in cores.items():
+        HARVESTED_CPU.labels(node).set(value)
+    _harvest_nodes.update(cores)

@@ -276,7 +276,12 @@ class DevCluster:
             "--node-ip=10.0.0.1",
         ]
 
-    def _write_kubeconfig(self) -> None:
+    def kubeconfig_for(self, token: str, path: Path) -> Path:
+        """A kubeconfig for this cluster that authenticates with `token` (e.g. a ServiceAccount's)."""
+        self._write_kubeconfig(token, path)
+        return path
+
+    def _write_kubeconfig(self, token: str = TOKEN, path: Path | None = None) -> None:
         config = {
             "apiVersion": "v1",
             "kind": "Config",
@@ -289,11 +294,11 @@ class DevCluster:
                     },
                 }
             ],
-            "users": [{"name": "admin", "user": {"token": TOKEN}}],
+            "users": [{"name": "admin", "user": {"token": token}}],
             "contexts": [{"name": "rlop-dev", "context": {"cluster": "rlop-dev", "user": "admin"}}],
             "current-context": "rlop-dev",
         }
-        self.kubeconfig.write_text(yaml.safe_dump(config))
+        (path or self.kubeconfig).write_text(yaml.safe_dump(config))
 
     def get(self, path: str) -> Any:
         ctx = ssl.create_default_context(cafile=str(self.workdir / "pki" / "apiserver.crt"))

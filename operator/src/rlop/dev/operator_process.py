@@ -15,16 +15,23 @@ class OperatorProcess:
     """`rlop run` against a dev cluster, with its /metrics and log file."""
 
     def __init__(
-        self, cluster: DevCluster, prometheus_url: str, workdir: Path, interval: float = 1.0, *extra: str
+        self,
+        cluster: DevCluster,
+        prometheus_url: str,
+        workdir: Path,
+        interval: float = 1.0,
+        *extra: str,
+        kubeconfig: Path | None = None,
     ) -> None:
         self.cluster, self.prometheus_url, self.interval, self.extra = cluster, prometheus_url, interval, extra
+        self.kubeconfig = kubeconfig or cluster.kubeconfig
         self.log_path = workdir / "operator.log"
         self.metrics_port, self.health_port = free_port(), free_port()
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self, timeout: float = 60) -> OperatorProcess:
         cmd = [
-            sys.executable, "-m", "rlop", "run", f"--kubeconfig={self.cluster.kubeconfig}",
+            sys.executable, "-m", "rlop", "run", f"--kubeconfig={self.kubeconfig}",
             f"--interval={self.interval}", f"--metrics-port={self.metrics_port}",
             f"--liveness=http://127.0.0.1:{self.health_port}/healthz",
             f"--prometheus-url={self.prometheus_url}", "--prometheus-timeout=2", *self.extra,

@@ -1,0 +1,169 @@
+"""The Helm chart: lint, render, server-side dry-run of every manifest, and the operator running under
+the chart's own ServiceAccount and RBAC (proving it is sufficient, and that unneeded verbs are denied)."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from rlop.dev.cluster import DevCluster, binary
+from rlop.dev.operator_process import OperatorProcess
+from rlop.dev.prometheus import DevPrometheus, Exporter
+from tests.conftest import ROOT, Kubectl, wait_for
+
+pytestmark = pytest.mark.cluster
+CHART = ROOT / "charts" / "rlop"
+VARIANTS = {
+    "defaults": [],
+    "everything": ["--set", "prometheus.enabled=true", "--set", "grafanaDashboard.enabled=true",
+                   "--set", "metrics.serviceMonitor.enabled=true"],
+    "namespaced": ["--set", "watchNamespaces={team-a,team-b}"],
+}  # fmt: skip
+
+
+def helm(*args: str) -> str:
+    return subprocess.run([binary("helm"), *args], capture_output=True, text=True, check=True).stdout
+
+
+def render(*values: str, namespace: str = "rlop-system", release: str = "rlop") -> list[dict[str, Any]]:
+    out = helm("template", release, str(CHART), "--namespace", namespace, *values)
+    return [d for d in yaml.safe_load_all(out) if d]
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_helm_lint_strict(variant: str) -> None:
+    helm("lint", "--strict", str(CHART), *VARIANTS[variant])
+
+
+def test_values_schema_refuses_typos() -> None:
+    out = subprocess.run([binary("helm"), "template", "rlop", str(CHART), "--set", "intervall=3"],
+                         capture_output=True, text=True)  # fmt: skip
+    assert out.returncode != 0 and "intervall" in out.stderr
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_every_rendered_manifest_passes_server_side_dry_run(cluster: DevCluster, variant: str) -> None:
+    for ns in ("rlop-system", "team-a", "team-b"):
+        cluster.kubectl("create", "namespace", ns, check=False)
+    docs = render(*VARIANTS[variant])
+    kinds = {d["kind"] for d in docs}
+    assert {"Deployment", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "PriorityClass"} <= kinds
+    dry_run = ("apply", "--server-side", "--dry-run=server", "--force-conflicts", "--field-manager=helm", "-f", "-")
+    cluster.kubectl(*dry_run, stdin=yaml.safe_dump_all(docs))
+
+
+def test_operator_deployment_is_hardened() -> None:
+    deploy = next(d for d in render() if d["kind"] == "Deployment")
+    pod = deploy["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert container["securityContext"] == {
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
+        "capabilities": {"drop": ["ALL"]},
+    }
+    assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    assert container["readinessProbe"]["httpGet"]["path"] == "/healthz"
+    assert {p["name"] for p in container["ports"]} == {"metrics", "health"}
+
+
+def test_rbac_has_no_wildcards() -> None:
+    for variant in VARIANTS.values():
+        for doc in render(*variant):
+            for rule in doc.get("rules", []):
+                assert "*" not in rule.get("verbs", []) and "*" not in rule.get("resources", []), rule
+
+
+@pytest.fixture(scope="module")
+def chart_sa(cluster: DevCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The chart's ServiceAccount and RBAC installed for real; a kubeconfig with its token."""
+    cluster.kubectl("create", "namespace", "rlop-system", check=False)
+    docs = [d for d in render() if d["kind"] in ("ServiceAccount", "ClusterRole", "ClusterRoleBinding")]
+    cluster.apply(docs)
+    token = cluster.kubectl("-n", "rlop-system", "create", "token", "rlop", "--duration=2h").stdout.strip()
+    yield cluster.kubeconfig_for(token, tmp_path_factory.mktemp("sa") / "kubeconfig")
+
+
+def can_i(cluster: DevCluster, *args: str) -> bool:
+    out = cluster.kubectl("auth", "can-i", "--as=system:serviceaccount:rlop-system:rlop", *args, check=False)
+    return out.stdout.strip() == "yes"
+
+
+@pytest.mark.parametrize(
+    "verb",
+    [
+        ("delete", "nodes"), ("patch", "nodes"), ("get", "secrets", "-A"), ("list", "configmaps", "-A"),
+        ("create", "clusterroles"), ("update", "rljobs.rlop.dev", "-A"), ("delete", "rljobs.rlop.dev", "-A"),
+        ("create", "pods", "--subresource=exec", "-A"), ("update", "deployments", "-A"),
+        ("create", "serviceaccounts", "--subresource=token", "-A"),
+    ],
+)  # fmt: skip
+def test_unneeded_verbs_are_denied(cluster: DevCluster, chart_sa: Path, verb: tuple[str, ...]) -> None:
+    assert not can_i(cluster, *verb)
+
+
+def test_needed_verbs_are_granted(cluster: DevCluster, chart_sa: Path) -> None:
+    needed = [("watch", "nodes"), ("list", "pods", "-A"), ("patch", "rljobs.rlop.dev", "--subresource=status"),
+              ("create", "pods", "--subresource=eviction"), ("patch", "deployments"), ("create", "events")]  # fmt: skip
+    for verb in needed:
+        assert can_i(cluster, *verb), verb
+
+
+def test_namespaced_mode_grants_only_the_watched_namespaces(cluster: DevCluster) -> None:
+    for ns in ("rlop-ns", "team-a", "team-b"):
+        cluster.kubectl("create", "namespace", ns, check=False)
+    docs = render("--set", "watchNamespaces={team-a}", "--set", "harvestPriorityClass.create=false",
+                  namespace="rlop-ns", release="scoped")  # fmt: skip
+    cluster.apply([d for d in docs if d["kind"] in ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role",
+                                                    "RoleBinding")])  # fmt: skip
+    sa = "--as=system:serviceaccount:rlop-ns:scoped-rlop"
+
+    def allowed(*args: str) -> bool:
+        return cluster.kubectl("auth", "can-i", sa, *args, check=False).stdout.strip() == "yes"
+
+    assert allowed("patch", "deployments", "-n", "team-a")
+    assert not allowed("patch", "deployments", "-n", "team-b")
+    assert not allowed("list", "rljobs.rlop.dev", "-A")
+    assert allowed("list", "nodes")
+
+
+def test_the_operator_works_under_the_charts_rbac(
+    k: Kubectl, cluster: DevCluster, chart_sa: Path, prometheus: DevPrometheus, exporter: Exporter,
+    tmp_path: Path,
+) -> None:  # fmt: skip
+    op = OperatorProcess(cluster, prometheus.url, tmp_path, 1.0, kubeconfig=chart_sa).start()
+    try:
+        exporter.set("test_backlog", 30, namespace=k.ns, rljob="sa", pool="rollout")
+        exporter.set("test_node_utilization", 0.0, node="cpu-0")
+        query = 'sum(test_backlog{namespace="{{namespace}}",rljob="{{job}}",pool="{{pool}}"})'
+        tpl = {"spec": {"containers": [{"name": "c", "image": "i", "resources": {"requests": {"cpu": "100m"}}}]}}
+        requests = {"cpu": "500m", "memory": "256Mi"}
+        sandbox = {"spec": {"containers": [{"name": "s", "image": "i", "resources": {"requests": requests}}]}}
+        placement = {"nodeSelector": {"kubernetes.io/hostname": "cpu-0"},
+                     "utilizationQuery": 'max by (node) (test_node_utilization{node="cpu-0"})'}  # fmt: skip
+        metric = {"query": query, "target": {"type": "AverageValue", "value": 10}}
+        k.apply({"apiVersion": "rlop.dev/v1alpha1", "kind": "RLJob", "metadata": {"name": "sa"}, "spec": {"pools": {
+            "trainer": {"replicas": 2, "template": tpl},
+            "rollout": {"template": tpl, "autoscale": {"minReplicas": 1, "maxReplicas": 5, "metrics": [metric]}},
+            "sandbox": {"replicas": 2, "template": sandbox, "placement": placement},
+        }}})  # fmt: skip
+
+        def running() -> bool:
+            status = (k.get("rljob", "sa") or {}).get("status", {})
+            return status.get("phase") == "Running" and status["pools"]["rollout"]["desired"] == 3
+
+        wait_for(running, 60, "Running with rollout scaled to 3 under the chart's RBAC")
+        sandbox_pods = k.items("pods", "rlop.dev/pool=sandbox")
+        assert len(sandbox_pods) == 2 and all(p["spec"]["nodeName"] == "cpu-0" for p in sandbox_pods)
+        k("patch", "rljob", "sa", "--type=merge", "-p", '{"spec":{"pools":{"trainer":{"replicas":1}}}}')
+        wait_for(lambda: len(k.items("pods", "rlop.dev/pool=trainer")) == 1, 60, "gang resized")
+        k("delete", "rljob", "sa")
+        log = op.log_path.read_text()
+        assert "403" not in log and "Forbidden" not in log, log[-2000:]
+    finally:
+        op.stop()
