@@ -1,52 +1,174 @@
-"""`rlop demo`: a local cluster, the operator and the example RLJob, with a live table of its pools."""
+"""`rlop demo`: a cluster, the operator, Prometheus and the example RLJob, driven through load phases, with a
+live table of every pool (desired/ready, metric, reason) and the sandbox pods per node.
+
+Without Docker it runs on the local control plane with simulated nodes (kwok). Pods there do not run
+code, so the reference workload's roles run as local processes (one per pool, RLOP_SIMULATED=1) that
+export the same metrics and serve at the rate of the replicas rlop keeps ready. Node CPU utilization
+comes from a simulated exporter, and the RLJob's utilizationQuery is pointed at it. With Docker and kind,
+hack/demo-kind.sh does the same on a real kind cluster with the chart, the images and the real workload.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import shutil
 import subprocess
 import sys
+import threading
 import time
+import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from rlop.dev.cluster import DevCluster, default_nodes
-from rlop.top import table
+import yaml
+
+from rlop.dev.cluster import DevCluster, default_nodes, free_port
+from rlop.dev.operator_process import OperatorProcess
+from rlop.dev.prometheus import DevPrometheus, Exporter
+from rlop.top import placements, table
 
 ROOT = Path(__file__).resolve().parents[3]
+WORKLOAD = ROOT / "examples" / "workload" / "rlop_workload.py"
+ROLES = ("trainer", "rollout", "reward", "sandbox", "controller")
+UTILIZATION_QUERY = "max by (node) (rlop_demo_node_utilization)"
+
+
+@dataclass(frozen=True)
+class Phase:
+    name: str
+    seconds: float
+    prompts_per_s: float
+    checks_per_prompt: int
+    busy_nodes: tuple[str, ...] = ()  # CPU nodes whose owners get busy (sandbox pods must leave)
+
+
+PHASES = (
+    Phase("warm-up", 20, 2, 1),
+    Phase("burst of prompts", 60, 12, 1),
+    Phase("verifier-heavy", 60, 6, 4, busy_nodes=("cpu-0",)),
+    Phase("idle", 90, 0, 1),
+)
+
+
+def docker_available() -> bool:
+    if not (shutil.which("docker") and shutil.which("kind")):
+        return False
+    return subprocess.run(["docker", "info"], capture_output=True).returncode == 0
+
+
+class Roles:
+    """The workload's roles as local processes, one per pool, wired to each other over loopback."""
+
+    def __init__(self, workdir: Path, job: str, namespace: str) -> None:
+        self.ports = {r: free_port() for r in ROLES}
+        self.metrics = {r: free_port() for r in ROLES}
+        base = {**os.environ, "RLOP_SIMULATED": "1", "RLOP_JOB": job, "RLOP_NAMESPACE": namespace,
+                "RLOP_TRAINER_URL": f"http://127.0.0.1:{self.ports['trainer']}",
+                **{f"RLOP_{r.upper()}_URL": f"http://127.0.0.1:{self.ports[r]}" for r in ROLES}}  # fmt: skip
+        self.procs = []
+        for role in ROLES:
+            env = {**base, "RLOP_POOL": role, "RLOP_PORT": str(self.ports[role]),
+                   "RLOP_METRICS_PORT": str(self.metrics[role])}  # fmt: skip
+            log = open(workdir / f"{role}.log", "wb")  # noqa: SIM115 - the child owns it
+            self.procs.append(subprocess.Popen([sys.executable, str(WORKLOAD), role], env=env, stdout=log,
+                                               stderr=subprocess.STDOUT))  # fmt: skip
+
+    @property
+    def targets(self) -> list[str]:
+        return [f"127.0.0.1:{p}" for p in self.metrics.values()]
+
+    def post(self, role: str, path: str, body: dict[str, Any]) -> None:
+        req = urllib.request.Request(f"http://127.0.0.1:{self.ports[role]}{path}", json.dumps(body).encode(),
+                                     {"Content-Type": "application/json"})  # fmt: skip
+        with contextlib.suppress(OSError):  # not up yet
+            urllib.request.urlopen(req, timeout=2).close()
+
+    def stop(self) -> None:
+        for p in self.procs:
+            p.terminate()
+        for p in self.procs:
+            p.wait(10)
+
+
+def local_job(job_file: Path) -> dict[str, Any]:
+    """The example RLJob, with sandbox placement reading the simulated node utilization."""
+    job: dict[str, Any] = yaml.safe_load(job_file.read_text())
+    sandbox = job["spec"]["pools"].get("sandbox")
+    if sandbox is not None:
+        sandbox.setdefault("placement", {})["utilizationQuery"] = UTILIZATION_QUERY
+    return job
 
 
 def run(workdir: Path, duration: float, job_file: Path) -> int:
-    print(f"starting a local control plane in {workdir} (etcd, kube-apiserver, scheduler, kwok) ...")
+    if docker_available() and os.environ.get("RLOP_DEMO_LOCAL") != "1":
+        return subprocess.call(["bash", str(ROOT / "hack" / "demo-kind.sh"), str(job_file)])
+    scale = duration / sum(p.seconds for p in PHASES) if duration else 1.0
+    workdir.mkdir(parents=True, exist_ok=True)
+    print(f"No Docker/kind here: a local control plane with simulated nodes in {workdir} ...", flush=True)
     cluster = DevCluster(workdir / "cluster").start(default_nodes())
-    operator = None
+    exporter, roles, prom, op = Exporter(), None, None, None
     try:
         cluster.install_rlop(ROOT / "crds")
-        log = open(workdir / "operator.log", "wb")  # noqa: SIM115 - the child owns it
-        operator = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "rlop",
-                "run",
-                f"--kubeconfig={cluster.kubeconfig}",
-                "--interval=1",
-                "--metrics-port=0",
-                "--liveness=",
-            ],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-        cluster.kubectl("apply", "-f", str(job_file))
-        print(f"export KUBECONFIG={cluster.kubeconfig}   # to look around while the demo runs\n")
-        deadline = time.monotonic() + duration
-        while time.monotonic() < deadline:
-            jobs = json.loads(cluster.kubectl("get", "rljobs", "-A", "-o", "json").stdout)["items"]
-            print("\033[2J\033[H" + time.strftime("%H:%M:%S") + "\n" + table(jobs), flush=True)
-            time.sleep(2)
+        job = local_job(job_file)
+        name, ns = job["metadata"]["name"], job["metadata"].get("namespace", "default")
+        roles = Roles(workdir, name, ns)
+        cpu_nodes = [n.name for n in default_nodes() if n.name.startswith("cpu")]
+        for node in cpu_nodes:
+            exporter.set("rlop_demo_node_utilization", 0.15, node=node)
+        prom = DevPrometheus(workdir / "prometheus").start([exporter.target, *roles.targets])
+        op = OperatorProcess(cluster, prom.url, workdir, 1.0).start()
+        cluster.apply([job])
+        print(f"export KUBECONFIG={cluster.kubeconfig}   # look around while it runs\n", flush=True)
+        stop = threading.Event()
+        threading.Thread(target=sync_replicas, args=(cluster, roles, name, ns, stop), daemon=True).start()
+        for phase in PHASES:
+            roles.post("controller", "/load", {"prompts_per_s": phase.prompts_per_s,
+                                               "checks_per_prompt": phase.checks_per_prompt})  # fmt: skip
+            for node in cpu_nodes:
+                exporter.set("rlop_demo_node_utilization", 0.9 if node in phase.busy_nodes else 0.15, node=node)
+            show(cluster, ns, phase, phase.seconds * scale)
+        stop.set()
     except KeyboardInterrupt:
         pass
     finally:
-        if operator is not None:
-            operator.terminate()
-            operator.wait(30)
+        for part in (op, prom, roles):
+            if part is not None:
+                part.stop()
+        exporter.stop()
         cluster.stop()
+    print(f"\nDone. Logs in {workdir}")
     return 0
+
+
+def sync_replicas(cluster: DevCluster, roles: Roles, job: str, ns: str, stop: threading.Event) -> None:
+    """Each local role serves at the rate of the pods rlop keeps ready for its pool."""
+    while not stop.wait(1.0):
+        try:
+            status = cluster.get(f"/apis/rlop.dev/v1alpha1/namespaces/{ns}/rljobs/{job}").get("status") or {}
+        except OSError:
+            continue
+        for pool, st in (status.get("pools") or {}).items():
+            roles.post(pool, "/sim/replicas", {"n": int(st.get("ready", 0))})
+
+
+def show(cluster: DevCluster, ns: str, phase: Phase, seconds: float) -> None:
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        jobs = json.loads(cluster.kubectl("get", "rljobs", "-A", "-o", "json").stdout)["items"]
+        pods = json.loads(cluster.kubectl("-n", ns, "get", "pods", "-l", "rlop.dev/harvest=true", "-o", "json").stdout)
+        events = json.loads(cluster.kubectl("-n", ns, "get", "events", "-o", "json").stdout)["items"]
+        recent = sorted((e for e in events if e.get("source", {}).get("component") == "rlop"),
+                        key=lambda e: e.get("lastTimestamp") or "")[-6:]  # fmt: skip
+        left = int(end - time.monotonic())
+        print("\033[2J\033[H" + f"{time.strftime('%H:%M:%S')}  phase: {phase.name} ({left}s left; "
+              f"{phase.prompts_per_s:g} prompts/s, {phase.checks_per_prompt} checks each"
+              + (f"; busy: {', '.join(phase.busy_nodes)}" if phase.busy_nodes else "") + ")\n")  # fmt: skip
+        print(table(jobs))
+        print("\nsandbox pods per node: " + placements(pods["items"]))
+        print("\nrecent decisions:")
+        for e in recent:
+            print(f"  {e.get('reason', ''):16} {e.get('message', '')[:130]}")
+        time.sleep(2)

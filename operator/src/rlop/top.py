@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -30,3 +31,10 @@ def table(jobs: Iterable[Mapping[str, Any]], width: int = 160) -> str:
     widths = [max(len(r[i]) for r in data) for i in range(len(COLUMNS) - 1)]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=False)) + "  " + r[-1] for r in data]
     return "\n".join(line[:width] for line in lines)
+
+
+def placements(pods: Iterable[Mapping[str, Any]]) -> str:
+    """Sandbox pods per node, e.g. "cpu-1: 4, cpu-2: 2"."""
+    live = (p for p in pods if not p["metadata"].get("deletionTimestamp"))
+    count = Counter(p["spec"].get("nodeName") or "(pending)" for p in live)
+    return ", ".join(f"{node}: {n}" for node, n in sorted(count.items())) or "none"

@@ -193,8 +193,8 @@ _MESSAGES = {
     "ScaleDownLimit": "limited by the scaleDown policies",
     "TooManyReplicas": "capped at maxReplicas",
     "TooFewReplicas": "floored at minReplicas",
-    "ScaleUpStabilized": "held by the scaleUp stabilization window",
-    "ScaleDownStabilized": "held by the scaleDown stabilization window",
+    "ScaleUpStabilized": "limited by the scaleUp stabilization window",
+    "ScaleDownStabilized": "limited by the scaleDown stabilization window",
 }
 
 
