@@ -3,6 +3,7 @@ the chart's own ServiceAccount and RBAC (proving it is sufficient, and that unne
 
 from __future__ import annotations
 
+import json
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -83,7 +84,8 @@ def test_rbac_has_no_wildcards() -> None:
 def chart_sa(cluster: DevCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """The chart's ServiceAccount and RBAC installed for real; a kubeconfig with its token."""
     cluster.kubectl("create", "namespace", "rlop-system", check=False)
-    docs = [d for d in render() if d["kind"] in ("ServiceAccount", "ClusterRole", "ClusterRoleBinding")]
+    docs = [d for d in render() if d["kind"] in ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role",
+                                                   "RoleBinding")]  # fmt: skip
     cluster.apply(docs)
     token = cluster.kubectl("-n", "rlop-system", "create", "token", "rlop", "--duration=2h").stdout.strip()
     yield cluster.kubeconfig_for(token, tmp_path_factory.mktemp("sa") / "kubeconfig")
@@ -136,7 +138,8 @@ def test_the_operator_works_under_the_charts_rbac(
     k: Kubectl, cluster: DevCluster, chart_sa: Path, prometheus: DevPrometheus, exporter: Exporter,
     tmp_path: Path,
 ) -> None:  # fmt: skip
-    op = OperatorProcess(cluster, prometheus.url, tmp_path, 1.0, kubeconfig=chart_sa).start()
+    election = ("--leader-election", "--lease-namespace=rlop-system", "--identity=chart-sa")
+    op = OperatorProcess(cluster, prometheus.url, tmp_path, 1.0, *election, kubeconfig=chart_sa).start()
     try:
         exporter.set("test_backlog", 30, namespace=k.ns, rljob="sa", pool="rollout")
         exporter.set("test_node_utilization", 0.0, node="cpu-0")
@@ -163,6 +166,8 @@ def test_the_operator_works_under_the_charts_rbac(
         k("patch", "rljob", "sa", "--type=merge", "-p", '{"spec":{"pools":{"trainer":{"replicas":1}}}}')
         wait_for(lambda: len(k.items("pods", "rlop.dev/pool=trainer")) == 1, 60, "gang resized")
         k("delete", "rljob", "sa")
+        lease = json.loads(cluster.kubectl("-n", "rlop-system", "get", "lease", "rlop-leader", "-o", "json").stdout)
+        assert lease["spec"]["holderIdentity"] == "chart-sa"
         log = op.log_path.read_text()
         assert "403" not in log and "Forbidden" not in log, log[-2000:]
     finally:

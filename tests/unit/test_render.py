@@ -16,8 +16,11 @@ def test_one_workload_and_one_service_per_pool_with_deterministic_names() -> Non
     assert set(objs) == {
         ("StatefulSet", "j-trainer"), ("Service", "j-trainer"),
         ("Deployment", "j-rollout"), ("Service", "j-rollout"),
-        ("Deployment", "j-sandbox"), ("Service", "j-sandbox"),
+        ("Deployment", "j-sandbox"), ("Service", "j-sandbox"), ("NetworkPolicy", "j-sandbox-egress"),
     }  # fmt: skip
+    policy = objs[("NetworkPolicy", "j-sandbox-egress")]["spec"]
+    assert policy["policyTypes"] == ["Egress"] and policy["egress"] == []  # untrusted code: no egress
+    assert policy["podSelector"]["matchLabels"] == {"rlop.dev/job": "j", "rlop.dev/pool": "sandbox"}
     for obj in objs.values():
         meta = obj["metadata"]
         assert meta["namespace"] == "ns"

@@ -6,6 +6,7 @@ import argparse
 import json
 import logging
 import os
+import socket
 import sys
 from pathlib import Path
 
@@ -24,6 +25,9 @@ def _run(args: argparse.Namespace) -> int:
         prometheus_timeout=args.prometheus_timeout,
         metrics_port=args.metrics_port,
         kubeconfig=args.kubeconfig,
+        leader_election=args.leader_election,
+        lease_namespace=args.lease_namespace,
+        identity=args.identity,
     )
     kopf.configure(verbose=args.verbose, log_format=kopf.LogFormat.PLAIN)
     if not args.verbose:  # kopf reports every trigger handler call; rlop logs its decisions itself
@@ -106,6 +110,10 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--prometheus-timeout", type=float, default=3.0)
     run.add_argument("--metrics-port", type=int, default=int(os.environ.get("RLOP_METRICS_PORT", 9090)))
     run.add_argument("--liveness", default=os.environ.get("RLOP_LIVENESS", "http://0.0.0.0:8080/healthz"))
+    run.add_argument("--leader-election", action="store_true", default=os.environ.get("RLOP_LEADER_ELECTION") == "1",
+                     help="act only while holding the rlop-leader Lease (for several replicas)")  # fmt: skip
+    run.add_argument("--lease-namespace", default=os.environ.get("POD_NAMESPACE", "default"))
+    run.add_argument("--identity", default=f"{socket.gethostname()}-{os.getpid()}")
     run.add_argument("-v", "--verbose", action="store_true")
     run.set_defaults(func=_run)
 

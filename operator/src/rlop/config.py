@@ -12,3 +12,6 @@ class Config:
     prometheus_timeout: float = 3.0
     metrics_port: int = 9090  # the operator's own /metrics; 0 turns it off
     kubeconfig: str | None = None
+    leader_election: bool = False  # several replicas: only the Lease holder acts
+    lease_namespace: str = "default"
+    identity: str = "rlop"

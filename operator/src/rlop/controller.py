@@ -22,6 +22,7 @@ from rlop import metrics
 from rlop.api.models import RLJob, RLJobStatus
 from rlop.config import Config
 from rlop.kube.client import Kube, KubeError
+from rlop.kube.lease import Lease
 from rlop.plan.autoscale import Reading
 from rlop.plan.job import JobObservation, JobPlan, base_replicas, plan_job, with_apply_errors
 from rlop.plan.observed import COST_ANNOTATION, ChildInfo, NodeInfo, PodInfo, pod_info
@@ -37,14 +38,16 @@ JobKey = tuple[str, str]  # (namespace, name)
 
 # kopf index names (the handler functions in rlop.handlers); values are kopf Stores of snapshots
 INDEXES = ("rljob_index", "job_pods", "node_pods", "node_index")
-CHILD_INDEXES = ("job_deployments", "job_statefulsets", "job_services")
+CHILD_INDEXES = ("job_deployments", "job_statefulsets", "job_services", "job_networkpolicies")
 
 
 class Controller:
-    def __init__(self, kube: Kube, prom: Prometheus, cfg: Config) -> None:
+    def __init__(self, kube: Kube, prom: Prometheus, cfg: Config, lease: Lease | None = None) -> None:
         self.kube = kube
         self.prom = prom
         self.cfg = cfg
+        self.lease = lease
+        self.leading = lease is None
         self.written: dict[JobKey, tuple[str | None, RLJobStatus]] = {}  # the status rlop last wrote
         self.applied: dict[tuple[str, str, str], tuple[str, float]] = {}  # child -> (hash, when)
         self.pending: dict[tuple[str, str], tuple[PodInfo, float]] = {}  # pods created, not yet watched
@@ -72,12 +75,25 @@ class Controller:
             full = time.monotonic() >= next_full
             if full:
                 next_full = time.monotonic() + self.cfg.interval
+            if not self.may_act():
+                continue  # a standby: keep watching, act once the Lease is ours
             keys, self.dirty = (set(self.jobs()) | self.dirty) if full else self.dirty, set()
             try:
                 await self.reconcile_all(sorted(keys), full)
             except Exception:  # the loop must outlive any bug in one pass
                 log.exception("Reconcile pass failed")
                 metrics.RECONCILE_ERRORS.inc()
+
+    def may_act(self) -> bool:
+        """Without leader election, always; with it, while the Lease is ours. Memory of our own recent
+        writes is dropped on every change of leadership: another replica may have written since."""
+        leading = self.lease is None or self.lease.is_leader()
+        if leading != self.leading:
+            self.leading = leading
+            self.written, self.applied, self.pending, self.gone = {}, {}, {}, {}
+            if leading:
+                self.dirty |= set(self.jobs())
+        return leading
 
     def jobs(self) -> Iterable[JobKey]:
         return list(self.indexes["rljob_index"].keys()) if self.indexes else []
@@ -89,6 +105,8 @@ class Controller:
         if full and self.indexes:
             metrics.set_harvest(p for store in self.indexes["node_pods"].values() for p in store)
         for key, loaded in jobs.items():
+            if not self.may_act():
+                return  # lost the Lease mid-pass: another replica acts now
             started = time.perf_counter()
             try:
                 await self.reconcile(key, loaded, results)

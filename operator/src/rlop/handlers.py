@@ -18,6 +18,7 @@ from rlop.api.models import GROUP, PLURAL, VERSION
 from rlop.config import Config
 from rlop.controller import Controller
 from rlop.kube.client import Kube
+from rlop.kube.lease import Lease
 from rlop.plan.observed import ChildInfo, NodeInfo, PodInfo, child_info, node_info, pod_info
 from rlop.plan.render import JOB_LABEL
 from rlop.prom.client import Prometheus
@@ -38,18 +39,24 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
     if cfg.metrics_port:
         start_http_server(cfg.metrics_port)
     prom = Prometheus(cfg.prometheus_url, cfg.prometheus_timeout)
-    memo.controller = Controller(await Kube.connect(cfg.kubeconfig), prom, cfg)
+    kube = await Kube.connect(cfg.kubeconfig)
+    lease = Lease(kube, cfg.lease_namespace, cfg.identity) if cfg.leader_election else None
+    memo.controller = Controller(kube, prom, cfg, lease)
     memo.loop_task = asyncio.create_task(memo.controller.run(), name="rlop-reconcile-loop")
+    if lease is not None:
+        memo.lease_task = asyncio.create_task(lease.run(), name="rlop-lease")
     log.info("rlop started: interval %.1fs", cfg.interval)
 
 
 @kopf.on.cleanup()
 async def cleanup(memo: kopf.Memo, **_: Any) -> None:
-    task = memo.get("loop_task")
-    if task is not None:
-        task.cancel()
+    for name in ("loop_task", "lease_task"):
+        if (task := memo.get(name)) is not None:
+            task.cancel()
     controller = memo.get("controller")
     if controller is not None:
+        if controller.lease is not None:
+            await controller.lease.release()
         await controller.kube.close()
         await controller.prom.close()
 
@@ -57,9 +64,9 @@ async def cleanup(memo: kopf.Memo, **_: Any) -> None:
 @kopf.on.probe(id="reconcile_loop")
 def loop_alive(memo: Any, **_: Any) -> str:
     """Liveness: fail (and get restarted) if the reconcile loop ever stopped."""
-    task = memo.get("loop_task")
-    if task is not None and task.done():
-        raise RuntimeError("the reconcile loop stopped")
+    for name in ("loop_task", "lease_task"):
+        if (task := memo.get(name)) is not None and task.done():
+            raise RuntimeError(f"{name} stopped")
     return "running"
 
 
@@ -105,6 +112,11 @@ def job_deployments(body: kopf.Body, **_: Any) -> dict[tuple[str, str], ChildInf
 
 @kopf.index("apps", "v1", "statefulsets", labels=OWNED)
 def job_statefulsets(body: kopf.Body, **_: Any) -> dict[tuple[str, str], ChildInfo]:
+    return {_owner(body): child_info(body)}
+
+
+@kopf.index("networking.k8s.io", "v1", "networkpolicies", labels=OWNED)
+def job_networkpolicies(body: kopf.Body, **_: Any) -> dict[tuple[str, str], ChildInfo]:
     return {_owner(body): child_info(body)}
 
 

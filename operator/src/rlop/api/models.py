@@ -7,7 +7,7 @@ live beside the fields they check, so the API server refuses bad specs with a me
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
@@ -75,8 +75,11 @@ class PodSpec(OpenModel):
     priority_class_name: str | None = Field(default=None, max_length=253)
 
 
+LabelValue = Annotated[str, Field(max_length=63, pattern=r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")]
+
+
 class ObjectMetaTemplate(ApiModel):
-    labels: dict[str, str] | None = Field(default=None, max_length=64)
+    labels: dict[str, LabelValue] | None = Field(default=None, max_length=64)
     annotations: dict[str, str] | None = Field(default=None, max_length=64)
 
 
@@ -97,7 +100,15 @@ class MetricTarget(ApiModel):
     value: float = Field(gt=0)
 
 
+_PLACEHOLDERS = (
+    "self.query.findAll('[{][{][^}]*[}][}]').all(p, p in ['{{namespace}}', '{{job}}', '{{pool}}'])",
+    "only {{namespace}}, {{job}} and {{pool}} may be used in a query",
+)
+
+
 class Metric(ApiModel):
+    model_config = ConfigDict(json_schema_extra=_cel(_PLACEHOLDERS))
+
     query: str = Field(
         min_length=1,
         max_length=4096,
@@ -227,6 +238,9 @@ class SandboxPool(Pool):
     model_config = ConfigDict(json_schema_extra=_cel(_EXCLUSIVE, _REQUESTS))
 
     placement: Placement = Field(default_factory=Placement)
+    egress: Literal["deny", "allow"] = Field(
+        default="deny", description="deny: a NetworkPolicy blocks all egress from sandbox pods (untrusted code)."
+    )
 
 
 class Pools(ApiModel):

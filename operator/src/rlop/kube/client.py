@@ -25,6 +25,7 @@ RESOURCES: dict[str, tuple[str, str]] = {
     "Event": ("/api/v1", "events"),
     "Deployment": ("/apis/apps/v1", "deployments"),
     "StatefulSet": ("/apis/apps/v1", "statefulsets"),
+    "NetworkPolicy": ("/apis/networking.k8s.io/v1", "networkpolicies"),
     "RLJob": ("/apis/rlop.dev/v1alpha1", "rljobs"),
 }
 

@@ -216,6 +216,18 @@ def pool_service(job: RLJob, pool: str, port: int, headless: bool) -> Manifest:
     return _stamped({"apiVersion": "v1", "kind": "Service", "metadata": _metadata(job, pool), "spec": spec})
 
 
+def sandbox_egress_policy(job: RLJob) -> Manifest:
+    """Sandbox pods run untrusted code: deny all their egress (they still answer their callers)."""
+    spec = {
+        "podSelector": {"matchLabels": selector(job.metadata.name, "sandbox")},
+        "policyTypes": ["Egress"],
+        "egress": [],
+    }
+    meta = _metadata(job, "sandbox")
+    meta["name"] = f"{meta['name']}-egress"
+    return _stamped({"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy", "metadata": meta, "spec": spec})
+
+
 def harvests(job: RLJob) -> bool:
     """Does rlop place this job's sandbox pods itself (on idle CPU)?"""
     sandbox = job.spec.pools.sandbox
@@ -236,4 +248,6 @@ def render(job: RLJob, replicas: Mapping[str, int]) -> list[Manifest]:
         if not harvests(job) or pool != "sandbox":
             out.append(pool_deployment(job, pool, spec, replicas[pool]))
         out.append(pool_service(job, pool, spec.port, headless=False))
+    if pools.sandbox is not None and pools.sandbox.egress == "deny":
+        out.append(sandbox_egress_policy(job))
     return out
