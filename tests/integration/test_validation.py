@@ -26,3 +26,28 @@ def test_invalid_rljob_is_refused_with_the_field_named(
     for text in expect:
         assert text in out.stderr, out.stderr
     assert k.get("rljobs").get("items") == []
+
+
+def test_what_only_the_api_server_of_a_child_can_tell_is_reported_and_isolated(k: Kubectl, operator: Any) -> None:
+    """A label key the RLJob schema passes but a Deployment refuses: Synced=False on that job only."""
+    from tests.conftest import wait_for
+
+    bad = base()
+    bad["metadata"]["name"] = "bad-labels"
+    bad["spec"]["pools"]["rollout"]["template"]["metadata"] = {"labels": {"not a valid key!": "x"}}
+    good = base()
+    good["metadata"]["name"] = "good"
+    good["spec"]["pools"]["rollout"] = {"replicas": 1, "template": good["spec"]["pools"]["rollout"]["template"]}
+    k.apply(bad)
+    k.apply(good)
+
+    def synced(name: str) -> dict[str, Any]:
+        conds = ((k.get("rljob", name) or {}).get("status") or {}).get("conditions", [])
+        return next((c for c in conds if c["type"] == "Synced"), {})
+
+    cond = wait_for(lambda: synced("bad-labels").get("status") == "False" and synced("bad-labels"), 60, "Synced=False")
+    assert cond["reason"] == "ApplyFailed" and "spec.template.labels" in cond["message"], cond
+    assert k.get("rljob", "bad-labels")["status"]["phase"] == "Error"
+    assert any(e["reason"] == "ApplyFailed" for e in k.events("bad-labels"))
+    wait_for(lambda: (k.get("rljob", "good") or {}).get("status", {}).get("phase") == "Running", 60, "good job runs")
+    assert k.get("statefulset", "bad-labels-trainer") is not None  # the bad job's other pools keep working

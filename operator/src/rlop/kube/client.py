@@ -88,6 +88,8 @@ class Kube:
             data = await resp.read()
         except ApiException as exc:
             raise KubeError(exc.status or 0, _message(exc.body)) from None
+        if resp.status >= 400:  # the asyncio client returns error responses instead of raising
+            raise KubeError(resp.status, _message(data))
         return json.loads(data) if data else None
 
     async def apply(self, manifest: Manifest) -> Any:
