@@ -28,7 +28,7 @@ from rlop.plan.job import JobObservation, JobPlan, base_replicas, plan_job, with
 from rlop.plan.observed import COST_ANNOTATION, ChildInfo, NodeInfo, PodInfo, pod_info
 from rlop.plan.render import GANG_GATE, HASH_ANNOTATION, harvests
 from rlop.plan.scaling import Scaling, autoscaled_pools, plan_scaling
-from rlop.plan.status import SYNCED, Event, set_condition
+from rlop.plan.status import SYNCED, Event, find, set_condition
 from rlop.prom.client import PromError, Prometheus, Request, Result, as_reading
 from rlop.prom.promql import per_pod
 
@@ -220,8 +220,10 @@ class Controller:
                 pool = event.message.split(" ", 1)[0]
                 metrics.SCALE_DECISIONS.labels(*key, pool, event.reason[6:].lower()).inc()
             await self.post(body, event)
-        for error in errors:
-            await self.post(body, Event("Warning", "ApplyFailed", error))
+        before = find(job.status.conditions if job.status else [], SYNCED)
+        if errors and (before is None or before.reason != "ApplyFailed" or before.message != "; ".join(errors)):
+            for error in errors:  # once per new refusal, not every pass
+                await self.post(body, Event("Warning", "ApplyFailed", error))
 
     async def execute(self, job: RLJob, plan: JobPlan, obs: JobObservation) -> list[str]:
         """Carry out the plan's writes; return what the API server refused (reported, not raised)."""
