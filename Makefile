@@ -6,7 +6,7 @@ export RLOP_CACHE ?= $(HOME)/.cache/rlop
 export RLOP_BIN_DIR ?= $(RLOP_CACHE)/bin
 PYTEST_ARGS ?=
 
-.PHONY: help venv binaries crd lint test unit integration demo cluster cluster-down clean
+.PHONY: help venv binaries crd lint test unit integration chaos demo cluster cluster-down clean
 
 help:
 	@grep -E '^[a-z-]+:.*## ' Makefile | sed 's/:.*## /\t/'
@@ -37,6 +37,9 @@ test: venv binaries lint ## everything: lint, unit tests, integration tests on t
 
 unit: venv ## unit tests only (no cluster)
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
+
+chaos: venv binaries ## kill -9 the operator mid-flight, 20 seeded runs of 20 RLJobs; prints the table
+	$(PY) -m tests.chaos --runs 20 --jobs 20
 
 demo: venv binaries ## a cluster, the operator and the example RLJob, live
 	$(PY) -m rlop demo

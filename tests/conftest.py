@@ -107,3 +107,13 @@ def k(cluster: DevCluster) -> Iterator[Kubectl]:
         kinds = "rljobs,deployments,statefulsets,pods"
         cluster.kubectl("delete", "-n", ns, kinds, "--all", "--grace-period=0", "--force", check=False)
         cluster.kubectl("delete", "namespace", ns, "--wait=false", check=False)
+
+
+@pytest.fixture
+def solo_paused(operator: Operator) -> Iterator[None]:
+    """The session's operator (no leader election) steps aside while replicas elect a leader."""
+    operator.stop()
+    try:
+        yield
+    finally:
+        operator.start()

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import time
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -13,20 +12,10 @@ import pytest
 from rlop.dev.cluster import DevCluster
 from rlop.dev.operator_process import OperatorProcess
 from rlop.dev.prometheus import DevPrometheus
-from tests.conftest import Kubectl, Operator, wait_for
+from tests.conftest import Kubectl, wait_for
 from tests.integration.test_lifecycle import rljob, status
 
 pytestmark = pytest.mark.cluster
-
-
-@pytest.fixture
-def solo_paused(operator: Operator) -> Iterator[None]:
-    """The session's operator (no leader election) steps aside while replicas elect a leader."""
-    operator.stop()
-    try:
-        yield
-    finally:
-        operator.start()
 
 
 def holder(cluster: DevCluster) -> str | None:
