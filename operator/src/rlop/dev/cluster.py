@@ -149,7 +149,7 @@ class DevCluster:
         state = json.loads((workdir / "state.json").read_text())
         return cls(workdir=workdir, ports=state["ports"], pids=state["pids"])
 
-    def restart(self, component: str) -> None:
+    def restart(self, component: str, timeout: float = 60) -> None:
         """Kill -9 one component and start it again with the same flags (outage tests)."""
         args = {
             "etcd": self._etcd_args,
@@ -159,9 +159,20 @@ class DevCluster:
             "kwok": self._kwok_args,
         }[component]()
         os.kill(self.pids[component], signal.SIGKILL)
-        time.sleep(0.5)
+        while not _exited(self.pids[component]):
+            time.sleep(0.1)
         self._spawn(component, args)
         self._save()
+        if component in ("etcd", "kube-apiserver"):
+            self._wait_for_apiserver(time.monotonic() + timeout)
+
+    def pause(self, component: str, seconds: float) -> None:
+        """Freeze a component (SIGSTOP) for `seconds`: a slow or hung etcd, say."""
+        os.kill(self.pids[component], signal.SIGSTOP)
+        try:
+            time.sleep(seconds)
+        finally:
+            os.kill(self.pids[component], signal.SIGCONT)
 
     # -------------------------------------------------------------- using it
 
