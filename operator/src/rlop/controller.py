@@ -78,11 +78,14 @@ class Controller:
             if not self.may_act():
                 continue  # a standby: keep watching, act once the Lease is ours
             keys, self.dirty = (set(self.jobs()) | self.dirty) if full else self.dirty, set()
+            started = time.perf_counter()
             try:
                 await self.reconcile_all(sorted(keys), full)
             except Exception:  # the loop must outlive any bug in one pass
                 log.exception("Reconcile pass failed")
                 metrics.RECONCILE_ERRORS.inc()
+            if full:
+                metrics.PASS_SECONDS.observe(time.perf_counter() - started)
 
     def may_act(self) -> bool:
         """Without leader election, always; with it, while the Lease is ours. Memory of our own recent

@@ -12,6 +12,11 @@ RECONCILE_SECONDS = Histogram(
     "Time to reconcile one RLJob (observe, plan, apply, report).",
     buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5),
 )
+PASS_SECONDS = Histogram(
+    "rlop_pass_duration_seconds",
+    "Time of one full pass over every RLJob (metrics read once, then each job reconciled).",
+    buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+)
 RECONCILE_ERRORS = Counter("rlop_reconcile_errors_total", "Reconciles that raised an unexpected error.")
 API_WRITES = Counter("rlop_api_writes_total", "Writes to the Kubernetes API, by kind of write.", ["kind"])
 PROM_SECONDS = Histogram(
