@@ -23,9 +23,9 @@ from typing import Any
 from rlop.dev.cluster import DevCluster, NodeSpec, default_nodes
 from rlop.dev.operator_process import OperatorProcess
 from rlop.dev.prometheus import DevPrometheus, Exporter
+from rlop.dev.stack import Stack, percentile
 from rlop.prom.promql import instantiate
 
-ROOT = Path(__file__).resolve().parents[1]
 QUERIES, WRITES = "rlop_prometheus_query_duration_seconds_count", "rlop_api_writes_total"
 QUERY = 'sum(bench_backlog{namespace="{{namespace}}",rljob="{{job}}",pool="{{pool}}"})'
 
@@ -49,11 +49,6 @@ def replicas(cluster: DevCluster, name: str) -> int:
         return int(cluster.get(f"/apis/apps/v1/namespaces/bench/deployments/{name}-rollout")["spec"]["replicas"])
     except OSError:
         return -1
-
-
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 def reaction(cluster: DevCluster, prom: DevPrometheus, exporter: Exporter, steps: int) -> None:
@@ -93,12 +88,14 @@ def reaction(cluster: DevCluster, prom: DevPrometheus, exporter: Exporter, steps
 
     rows = [("rlop (measured, 1 s interval)", total)]
     rows += [(f"{n} (modelled, {p:g} s loop)", model(p)) for n, p in (("rlop", 1), ("HPA", 15), ("KEDA", 30))]
-    base = pct(total, 0.5)
+    base = percentile(total, 0.5)
     print(f"\nReaction: metric change -> replicas changed in the API ({len(total)} steps, 1 s scrape)")
     print(f"{'':36} {'p50 s':>7} {'p95 s':>7} {'p50 / rlop':>11}")
     for name, values in rows:
-        print(f"{name:36} {pct(values, 0.5):7.2f} {pct(values, 0.95):7.2f} {pct(values, 0.5) / base:10.1f}x")
-    print(f"(of which metric visible in Prometheus: p50 {pct(visible, 0.5):.2f} s, p95 {pct(visible, 0.95):.2f} s)")
+        p50, p95 = percentile(values, 0.5), percentile(values, 0.95)
+        print(f"{name:36} {p50:7.2f} {p95:7.2f} {p50 / base:10.1f}x")
+    seen50, seen95 = percentile(visible, 0.5), percentile(visible, 0.95)
+    print(f"(of which metric visible in Prometheus: p50 {seen50:.2f} s, p95 {seen95:.2f} s)")
 
 
 def load(cluster: DevCluster, op: OperatorProcess, exporter: Exporter, counts: list[int], intervals: int) -> None:
@@ -151,22 +148,12 @@ def main() -> None:
     random.seed(1)
     work = Path(tempfile.mkdtemp(prefix="rlop-bench-"))
     nodes = [*default_nodes(), *(NodeSpec(f"bulk-{i}", cpu="64", memory="256Gi") for i in range(4))]
-    cluster = DevCluster(work / "cluster").start(nodes)
-    exporter = Exporter()
-    prom = DevPrometheus(work / "prometheus").start([exporter.target])
-    op = None
-    try:
-        cluster.install_rlop(ROOT / "crds")
-        cluster.kubectl("create", "namespace", "bench")
-        op = OperatorProcess(cluster, prom.url, work, 1.0).start()
-        reaction(cluster, prom, exporter, args.steps)
-        load(cluster, op, exporter, [int(x) for x in args.jobs.split(",")], args.intervals)
-    finally:
-        if op is not None:
-            op.stop()
-        prom.stop()
-        exporter.stop()
-        cluster.stop()
+    with Stack(work, nodes) as stack:
+        assert stack.prometheus is not None
+        stack.cluster.kubectl("create", "namespace", "bench")
+        op = stack.operator(1.0)
+        reaction(stack.cluster, stack.prometheus, stack.exporter, args.steps)
+        load(stack.cluster, op, stack.exporter, [int(x) for x in args.jobs.split(",")], args.intervals)
     print(f"\n(workdir {work})")
 
 

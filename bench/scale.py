@@ -15,11 +15,10 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from rlop.dev.cluster import DevCluster, NodeSpec
+from rlop.dev.cluster import NodeSpec
 from rlop.dev.operator_process import OperatorProcess
-from rlop.dev.prometheus import DevPrometheus, Exporter
+from rlop.dev.stack import Stack
 
-ROOT = Path(__file__).resolve().parents[1]
 QUERY = 'sum(scale_backlog{namespace="{{namespace}}",rljob="{{job}}",pool="{{pool}}"})'
 UTILIZATION = "max by (node) (scale_node_utilization)"
 
@@ -108,26 +107,21 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="rlop-scale-"))
     cpu = [NodeSpec(f"cpu-{i}", cpu="32", labels={"rlop.dev/cpu-pool": "true"}) for i in range(args.nodes // 2)]
     other = [NodeSpec(f"node-{i}", cpu="64", memory="256Gi") for i in range(args.nodes - len(cpu))]
-    cluster = DevCluster(work / "cluster").start(cpu + other, timeout=300)
-    exporter = Exporter()
-    for n in cpu:
-        exporter.set("scale_node_utilization", 0.2, node=n.name)
-    prom = DevPrometheus(work / "prometheus", scrape_interval="5s").start([exporter.target])
-    op = None
-    try:
-        cluster.install_rlop(ROOT / "crds")
+    with Stack(work, cpu + other, scrape_interval="5s") as stack:
+        cluster, exporter = stack.cluster, stack.exporter
+        for n in cpu:
+            exporter.set("scale_node_utilization", 0.2, node=n.name)
         cluster.kubectl("create", "namespace", "scale")
         for i in range(args.jobs):
             exporter.set("scale_backlog", 10, namespace="scale", rljob=f"j{i}", pool="rollout")
-        op = OperatorProcess(cluster, prom.url, work, args.interval).start()
+        op = stack.operator(args.interval)
         started = time.monotonic()
         for i in range(0, args.jobs, 50):
             cluster.apply([rljob(j) for j in range(i, min(args.jobs, i + 50))])
         print(f"{args.jobs} RLJobs, {args.nodes} nodes, interval {args.interval:g}s", flush=True)
         while True:
-            phases = cluster.kubectl(
-                "-n", "scale", "get", "rljobs", "-o", "jsonpath={.items[*].status.phase}"
-            ).stdout.split()
+            jsonpath = "jsonpath={.items[*].status.phase}"
+            phases = cluster.kubectl("-n", "scale", "get", "rljobs", "-o", jsonpath).stdout.split()
             if phases.count("Running") == args.jobs or time.monotonic() - started > 900:
                 break
             time.sleep(5)
@@ -141,12 +135,6 @@ def main() -> None:
             print(f"{key:18} {steady[key]:10.3f} {scaling[key]:12.3f}")
         print(f"\n(baseline: one query per job and metric would be {args.jobs} + {args.jobs} utilization "
               f"queries per interval; rlop's batching asks per distinct template)")  # fmt: skip
-    finally:
-        if op is not None:
-            op.stop()
-        prom.stop()
-        exporter.stop()
-        cluster.stop()
 
 
 if __name__ == "__main__":

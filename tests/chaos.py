@@ -18,11 +18,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rlop.dev.cluster import DevCluster, default_nodes
+from rlop.dev.cluster import DevCluster
 from rlop.dev.operator_process import OperatorProcess
-from rlop.dev.prometheus import DevPrometheus, Exporter
+from rlop.dev.prometheus import Exporter
+from rlop.dev.stack import Stack, percentile
 
-ROOT = Path(__file__).resolve().parents[1]
 QUERY = 'sum(chaos_backlog{namespace="{{namespace}}",rljob="{{job}}",pool="{{pool}}"})'
 
 
@@ -127,17 +127,12 @@ def one_run(cluster: DevCluster, prom_url: str, exporter: Exporter, work: Path, 
     return run
 
 
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))] if ordered else float("nan")
-
-
 def report(runs: list[Run]) -> str:
     times = [r.converged_s for r in runs if r.converged_s is not None]
     found = sum(len(r.anomalies) for r in runs)
     return (f"{'runs':>5} {'kills':>6} {'converged':>10} {'p50 s':>7} {'p95 s':>7} {'anomalies':>10}\n"
-            f"{len(runs):5d} {sum(r.kills for r in runs):6d} {len(times):10d} {pct(times, 0.5):7.1f} "
-            f"{pct(times, 0.95):7.1f} {found:10d}")  # fmt: skip
+            f"{len(runs):5d} {sum(r.kills for r in runs):6d} {len(times):10d} {percentile(times, 0.5):7.1f} "
+            f"{percentile(times, 0.95):7.1f} {found:10d}")  # fmt: skip
 
 
 def main() -> None:
@@ -147,20 +142,13 @@ def main() -> None:
     p.add_argument("--seed", type=int, default=1)
     args = p.parse_args()
     work = Path(tempfile.mkdtemp(prefix="rlop-chaos-"))
-    cluster = DevCluster(work / "cluster").start(default_nodes())
-    exporter = Exporter()
-    prom = DevPrometheus(work / "prometheus").start([exporter.target])
-    try:
-        cluster.install_rlop(ROOT / "crds")
+    with Stack(work) as stack:
+        assert stack.prometheus is not None
         runs = []
         for i in range(args.runs):
-            runs.append(one_run(cluster, prom.url, exporter, work, args.seed + i, args.jobs))
+            runs.append(one_run(stack.cluster, stack.prometheus.url, stack.exporter, work, args.seed + i, args.jobs))
             print(f"run {i + 1}: converged in {runs[-1].converged_s}s, anomalies {runs[-1].anomalies}", flush=True)
         print("\n" + report(runs))
-    finally:
-        prom.stop()
-        exporter.stop()
-        cluster.stop()
 
 
 if __name__ == "__main__":

@@ -10,6 +10,8 @@ import socket
 import sys
 from pathlib import Path
 
+from rlop.dev import REPO
+
 
 def _run(args: argparse.Namespace) -> int:
     if args.kubeconfig:  # before kubernetes is imported: it reads KUBECONFIG once, at import
@@ -55,7 +57,7 @@ def _dev_cluster(args: argparse.Namespace) -> int:
     workdir = Path(args.dir).absolute()
     if args.action == "up":
         cluster = DevCluster(workdir).start(default_nodes(args.gpu_nodes, args.cpu_nodes))
-        cluster.install_rlop(_repo_file("crds"))
+        cluster.install_rlop(REPO / "crds")
         print(json.dumps(describe(cluster), indent=2))
         print(f"\nexport KUBECONFIG={cluster.kubeconfig}", file=sys.stderr)
     elif args.action == "down":
@@ -93,11 +95,6 @@ def _demo(args: argparse.Namespace) -> int:
     return demo.run(Path(args.dir).absolute(), args.duration, Path(args.file))
 
 
-def _repo_file(name: str) -> Path:
-    """A file of the source checkout (the dev commands run from one)."""
-    return Path(__file__).resolve().parents[3] / name
-
-
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="rlop", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
@@ -131,7 +128,7 @@ def parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="a local cluster, the operator and an RLJob, live")
     demo.add_argument("--dir", default=".rlop/demo")
     demo.add_argument("--duration", type=float, default=120)
-    demo.add_argument("-f", "--file", default=str(_repo_file("examples/rljob.yaml")))
+    demo.add_argument("-f", "--file", default=str(REPO / "examples" / "rljob.yaml"))
     demo.set_defaults(func=_demo)
 
     dev = sub.add_parser("dev", help="local development helpers")

@@ -25,13 +25,12 @@ from typing import Any
 
 import yaml
 
+from rlop.dev import REPO
 from rlop.dev.cluster import DevCluster, default_nodes, free_port
-from rlop.dev.operator_process import OperatorProcess
-from rlop.dev.prometheus import DevPrometheus, Exporter
+from rlop.dev.stack import Stack
 from rlop.top import placements, table
 
-ROOT = Path(__file__).resolve().parents[3]
-WORKLOAD = ROOT / "examples" / "workload" / "rlop_workload.py"
+WORKLOAD = REPO / "examples" / "workload" / "rlop_workload.py"
 ROLES = ("trainer", "rollout", "reward", "sandbox", "controller")
 UTILIZATION_QUERY = "max by (node) (rlop_demo_node_utilization)"
 
@@ -104,41 +103,35 @@ def local_job(job_file: Path) -> dict[str, Any]:
 
 def run(workdir: Path, duration: float, job_file: Path) -> int:
     if docker_available() and os.environ.get("RLOP_DEMO_LOCAL") != "1":
-        return subprocess.call(["bash", str(ROOT / "hack" / "demo-kind.sh"), str(job_file)])
+        return subprocess.call(["bash", str(REPO / "hack" / "demo-kind.sh"), str(job_file)])
     scale = duration / sum(p.seconds for p in PHASES) if duration else 1.0
     workdir.mkdir(parents=True, exist_ok=True)
     print(f"No Docker/kind here: a local control plane with simulated nodes in {workdir} ...", flush=True)
-    cluster = DevCluster(workdir / "cluster").start(default_nodes())
-    exporter, roles, prom, op = Exporter(), None, None, None
+    job = local_job(job_file)
+    name, ns = job["metadata"]["name"], job["metadata"].get("namespace", "default")
+    roles = Roles(workdir, name, ns)
     try:
-        cluster.install_rlop(ROOT / "crds")
-        job = local_job(job_file)
-        name, ns = job["metadata"]["name"], job["metadata"].get("namespace", "default")
-        roles = Roles(workdir, name, ns)
-        cpu_nodes = [n.name for n in default_nodes() if n.name.startswith("cpu")]
-        for node in cpu_nodes:
-            exporter.set("rlop_demo_node_utilization", 0.15, node=node)
-        prom = DevPrometheus(workdir / "prometheus").start([exporter.target, *roles.targets])
-        op = OperatorProcess(cluster, prom.url, workdir, 1.0).start()
-        cluster.apply([job])
-        print(f"export KUBECONFIG={cluster.kubeconfig}   # look around while it runs\n", flush=True)
-        stop = threading.Event()
-        threading.Thread(target=sync_replicas, args=(cluster, roles, name, ns, stop), daemon=True).start()
-        for phase in PHASES:
-            roles.post("controller", "/load", {"prompts_per_s": phase.prompts_per_s,
-                                               "checks_per_prompt": phase.checks_per_prompt})  # fmt: skip
+        with Stack(workdir, default_nodes(), targets=roles.targets) as stack:
+            cpu_nodes = [n.name for n in default_nodes() if n.name.startswith("cpu")]
             for node in cpu_nodes:
-                exporter.set("rlop_demo_node_utilization", 0.9 if node in phase.busy_nodes else 0.15, node=node)
-            show(cluster, ns, phase, phase.seconds * scale)
-        stop.set()
+                stack.exporter.set("rlop_demo_node_utilization", 0.15, node=node)
+            stack.operator(1.0)
+            stack.cluster.apply([job])
+            print(f"export KUBECONFIG={stack.cluster.kubeconfig}   # look around while it runs\n", flush=True)
+            stop = threading.Event()
+            threading.Thread(target=sync_replicas, args=(stack.cluster, roles, name, ns, stop), daemon=True).start()
+            for phase in PHASES:
+                roles.post("controller", "/load", {"prompts_per_s": phase.prompts_per_s,
+                                                   "checks_per_prompt": phase.checks_per_prompt})  # fmt: skip
+                for node in cpu_nodes:
+                    busy = 0.9 if node in phase.busy_nodes else 0.15
+                    stack.exporter.set("rlop_demo_node_utilization", busy, node=node)
+                show(stack.cluster, ns, phase, phase.seconds * scale)
+            stop.set()
     except KeyboardInterrupt:
         pass
     finally:
-        for part in (op, prom, roles):
-            if part is not None:
-                part.stop()
-        exporter.stop()
-        cluster.stop()
+        roles.stop()
     print(f"\nDone. Logs in {workdir}")
     return 0
 

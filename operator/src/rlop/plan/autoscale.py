@@ -134,28 +134,20 @@ def _change(events: Sequence[ScaleEvent], period: int, now: datetime, up: bool) 
     return sum(abs(e.change) for e in events if e.time > cutoff and (e.change > 0) == up)
 
 
-def scale_up_limit(current: int, events: Sequence[ScaleEvent], r: ScalingRules, now: datetime) -> int:
-    """calculateScaleUpLimitWithScalingRules."""
+def rate_bound(current: int, events: Sequence[ScaleEvent], r: ScalingRules, now: datetime, up: bool) -> int:
+    """calculateScaleUpLimitWithScalingRules (up) and calculateScaleDownLimitWithBehaviors (down): each
+    policy allows `value` pods or percent from the replica count at the start of its period."""
     if r.select_policy == "Disabled":
         return current
-    pick = min if r.select_policy == "Min" else max
+    most_change = (r.select_policy != "Min") == up  # Max picks the largest change: highest up, lowest down
     proposals = []
     for p in r.policies or ():
         start = current - _change(events, p.period_seconds, now, True) + _change(events, p.period_seconds, now, False)
-        proposals.append(start + p.value if p.type == "Pods" else math.ceil(start * (1 + p.value / 100)))
-    return pick(proposals) if proposals else current
-
-
-def scale_down_limit(current: int, events: Sequence[ScaleEvent], r: ScalingRules, now: datetime) -> int:
-    """calculateScaleDownLimitWithBehaviors."""
-    if r.select_policy == "Disabled":
-        return current
-    pick = max if r.select_policy == "Min" else min
-    proposals = []
-    for p in r.policies or ():
-        start = current - _change(events, p.period_seconds, now, True) + _change(events, p.period_seconds, now, False)
-        proposals.append(start - p.value if p.type == "Pods" else int(start * (1 - p.value / 100)))
-    return pick(proposals) if proposals else current
+        if p.type == "Pods":
+            proposals.append(start + p.value if up else start - p.value)
+        else:
+            proposals.append(math.ceil(start * (1 + p.value / 100)) if up else int(start * (1 - p.value / 100)))
+    return (max if most_change else min)(proposals) if proposals else current
 
 
 def rate_limit(
@@ -163,11 +155,11 @@ def rate_limit(
 ) -> tuple[int, str]:
     """convertDesiredReplicasWithBehaviorRate: the rate-limited, clamped count and HPA's reason code."""
     if desired > current:
-        limit = max(scale_up_limit(current, events, rules(spec, True), now), current)
+        limit = max(rate_bound(current, events, rules(spec, True), now, up=True), current)
         allowed, code = (limit, "ScaleUpLimit") if spec.max_replicas > limit else (spec.max_replicas, "TooManyReplicas")
         return (allowed, code) if desired > allowed else (desired, "DesiredWithinRange")
     if desired < current:
-        limit = min(scale_down_limit(current, events, rules(spec, False), now), current)
+        limit = min(rate_bound(current, events, rules(spec, False), now, up=False), current)
         allowed, code = (
             (limit, "ScaleDownLimit") if spec.min_replicas < limit else (spec.min_replicas, "TooFewReplicas")
         )
