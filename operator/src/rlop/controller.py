@@ -102,21 +102,34 @@ class Controller:
         return list(self.indexes["rljob_index"].keys()) if self.indexes else []
 
     async def reconcile_all(self, keys: Sequence[JobKey], full: bool = False) -> None:
-        """Reconcile `keys`; a full pass also reads the metrics and lets the autoscaler decide."""
+        """Reconcile `keys`; a full pass also reads the metrics and lets the autoscaler decide.
+
+        Plans are made one job after the other (each sees the pods the previous ones will create), then
+        their writes run concurrently, `cfg.concurrency` jobs at a time.
+        """
         jobs = {key: self.load(key) for key in keys}
         results = await self.read_metrics(jobs) if full else None
         if full and self.indexes:
             metrics.set_harvest(p for store in self.indexes["node_pods"].values() for p in store)
+        now = datetime.now(UTC).replace(microsecond=0)
+        limit = asyncio.Semaphore(self.cfg.concurrency)
+        work = []
         for key, loaded in jobs.items():
-            if not self.may_act():
-                return  # lost the Lease mid-pass: another replica acts now
+            if loaded is None:
+                continue
+            body, job = loaded
+            if isinstance(job, ValidationError):
+                work.append(self.report_invalid(body, job, now))
+                continue
             started = time.perf_counter()
             try:
-                await self.reconcile(key, loaded, results)
+                plan, obs = self.plan(key, job, results, now)
             except Exception:  # one job's failure must not stop the others
-                log.exception("Reconcile of RLJob %s/%s failed", *key)
+                log.exception("Planning RLJob %s/%s failed", *key)
                 metrics.RECONCILE_ERRORS.inc()
-            metrics.RECONCILE_SECONDS.observe(time.perf_counter() - started)
+                continue
+            work.append(self.commit(limit, key, body, job, plan, obs, now, started))
+        await asyncio.gather(*work)
 
     # ------------------------------------------------------------------ one job
 
@@ -193,17 +206,9 @@ class Controller:
         now = datetime.now(UTC).replace(microsecond=0)
         return plan_scaling(job, base_replicas(job), obs.pods, readings, busy, now)
 
-    async def reconcile(
-        self, key: JobKey, loaded: tuple[Mapping[str, Any], RLJob | ValidationError] | None,
-        results: Mapping[Hashable, Result] | None = None,
-    ) -> None:  # fmt: skip
-        if loaded is None:
-            return
-        body, job = loaded
-        now = datetime.now(UTC).replace(microsecond=0)
-        if isinstance(job, ValidationError):
-            await self.report_invalid(body, job, now)
-            return
+    def plan(
+        self, key: JobKey, job: RLJob, results: Mapping[Hashable, Result] | None, now: datetime
+    ) -> tuple[JobPlan, JobObservation]:
         utilization, problem = None, None
         util = (results or {}).get((*key, "sandbox", "utilization"))
         if util is not None:
@@ -214,19 +219,38 @@ class Controller:
         obs = self.observe(key, job, utilization, problem)
         scaling = self.scaling(key, job, obs, results) if results is not None else None
         plan = plan_job(obs, now, scaling)
-        errors = await self.execute(job, plan, obs)
-        status = with_apply_errors(plan.status, errors, now)
-        await self.write_status(job, status)
-        metrics.set_pools(*key, status)
-        for event in plan.events:
-            if event.reason in ("ScaledUp", "ScaledDown"):
-                pool = event.message.split(" ", 1)[0]
-                metrics.SCALE_DECISIONS.labels(*key, pool, event.reason[6:].lower()).inc()
-            await self.post(body, event)
-        before = find(job.status.conditions if job.status else [], SYNCED)
-        if errors and (before is None or before.reason != "ApplyFailed" or before.message != "; ".join(errors)):
-            for error in errors:  # once per new refusal, not every pass
-                await self.post(body, Event("Warning", "ApplyFailed", error))
+        for manifest in plan.apply:  # count new pods against their nodes before later jobs plan
+            if manifest["kind"] == "Pod":
+                self.pending[(key[0], manifest["metadata"]["name"])] = (pod_info(manifest), time.monotonic())
+        return plan, obs
+
+    async def commit(
+        self, limit: asyncio.Semaphore, key: JobKey, body: Mapping[str, Any], job: RLJob, plan: JobPlan,
+        obs: JobObservation, now: datetime, started: float,
+    ) -> None:  # fmt: skip
+        """Carry out one job's plan and report it: writes, status, events."""
+        async with limit:
+            if not self.may_act():
+                return  # lost the Lease mid-pass: another replica acts now
+            try:
+                errors = await self.execute(job, plan, obs)
+                status = with_apply_errors(plan.status, errors, now)
+                await self.write_status(job, status)
+                metrics.set_pools(*key, status)
+                for event in plan.events:
+                    if event.reason in ("ScaledUp", "ScaledDown"):
+                        pool = event.message.split(" ", 1)[0]
+                        metrics.SCALE_DECISIONS.labels(*key, pool, event.reason[6:].lower()).inc()
+                    await self.post(body, event)
+                before = find(job.status.conditions if job.status else [], SYNCED)
+                joined = "; ".join(errors)
+                if errors and (before is None or before.reason != "ApplyFailed" or before.message != joined):
+                    for error in errors:  # once per new refusal, not every pass
+                        await self.post(body, Event("Warning", "ApplyFailed", error))
+            except Exception:  # one job's failure must not stop the others
+                log.exception("Reconcile of RLJob %s/%s failed", *key)
+                metrics.RECONCILE_ERRORS.inc()
+            metrics.RECONCILE_SECONDS.observe(time.perf_counter() - started)
 
     async def execute(self, job: RLJob, plan: JobPlan, obs: JobObservation) -> list[str]:
         """Carry out the plan's writes; return what the API server refused (reported, not raised)."""
@@ -248,8 +272,7 @@ class Controller:
             try:
                 await self.kube.apply(manifest)
                 self.applied[key] = (digest, time.monotonic())
-                if manifest["kind"] == "Pod":  # count it against its node before the watch reports it
-                    self.pending[(ns, manifest["metadata"]["name"])] = (pod_info(manifest), time.monotonic())
+                if manifest["kind"] == "Pod":
                     self.gone.pop((ns, manifest["metadata"]["name"]), None)
                 metrics.API_WRITES.labels("apply").inc()
             except KubeError as exc:
