@@ -113,6 +113,7 @@ class Controller:
             metrics.set_harvest(p for store in self.indexes["node_pods"].values() for p in store)
         now = datetime.now(UTC).replace(microsecond=0)
         limit = asyncio.Semaphore(self.cfg.concurrency)
+        view = self.cluster_view()
         work = []
         for key, loaded in jobs.items():
             if loaded is None:
@@ -123,12 +124,12 @@ class Controller:
                 continue
             started = time.perf_counter()
             try:
-                plan, obs = self.plan(key, job, results, now)
+                plan, obs = self.plan(key, job, results, now, view)
             except Exception:  # one job's failure must not stop the others
                 log.exception("Planning RLJob %s/%s failed", *key)
                 metrics.RECONCILE_ERRORS.inc()
                 continue
-            work.append(self.commit(limit, key, body, job, plan, obs, now, started))
+            work.append(self.commit(limit, key, body, job, plan, obs, now, time.perf_counter() - started))
         await asyncio.gather(*work)
 
     # ------------------------------------------------------------------ one job
@@ -167,15 +168,25 @@ class Controller:
                 requests.append(Request((ns, name, "sandbox", "utilization"), query, ns, name, "sandbox"))
         return await self.prom.read(requests) if requests else {}
 
+    def cluster_view(self) -> tuple[list[NodeInfo], list[PodInfo]]:
+        """Nodes and every placed pod, once per pass (plans append the pods they will create)."""
+        idx = self.indexes or {}
+        nodes: list[NodeInfo] = [n for store in idx["node_index"].values() for n in store]
+        return nodes, self._fresh([p for store in idx["node_pods"].values() for p in store])
+
     def observe(
-        self, key: JobKey, job: RLJob, utilization: Mapping[str, float] | None = None, problem: str | None = None
+        self,
+        key: JobKey,
+        job: RLJob,
+        view: tuple[list[NodeInfo], list[PodInfo]],
+        utilization: Mapping[str, float] | None,
+        problem: str | None,
     ) -> JobObservation:
         idx = self.indexes or {}
         children: dict[tuple[str, str], ChildInfo] = {
             (c.kind, c.name): c for name in CHILD_INDEXES for c in idx[name].get(key, [])
         }
-        nodes: list[NodeInfo] = [n for store in idx["node_index"].values() for n in store]
-        bound = self._fresh([p for store in idx["node_pods"].values() for p in store])
+        nodes, bound = view
         pods = self._fresh(list(idx["job_pods"].get(key, [])), job=key)
         return JobObservation(job, children, pods, nodes, bound, utilization, problem)
 
@@ -207,7 +218,12 @@ class Controller:
         return plan_scaling(job, base_replicas(job), obs.pods, readings, busy, now)
 
     def plan(
-        self, key: JobKey, job: RLJob, results: Mapping[Hashable, Result] | None, now: datetime
+        self,
+        key: JobKey,
+        job: RLJob,
+        results: Mapping[Hashable, Result] | None,
+        now: datetime,
+        view: tuple[list[NodeInfo], list[PodInfo]],
     ) -> tuple[JobPlan, JobObservation]:
         utilization, problem = None, None
         util = (results or {}).get((*key, "sandbox", "utilization"))
@@ -216,20 +232,23 @@ class Controller:
                 problem = f"sandbox placement holds: utilization query: {util.message}"
             else:
                 utilization = {labels["node"]: v for labels, v in util if "node" in labels and math.isfinite(v)}
-        obs = self.observe(key, job, utilization, problem)
+        obs = self.observe(key, job, view, utilization, problem)
         scaling = self.scaling(key, job, obs, results) if results is not None else None
         plan = plan_job(obs, now, scaling)
         for manifest in plan.apply:  # count new pods against their nodes before later jobs plan
             if manifest["kind"] == "Pod":
-                self.pending[(key[0], manifest["metadata"]["name"])] = (pod_info(manifest), time.monotonic())
+                pod = pod_info(manifest)
+                self.pending[(key[0], pod.name)] = (pod, time.monotonic())
+                view[1].append(pod)
         return plan, obs
 
     async def commit(
         self, limit: asyncio.Semaphore, key: JobKey, body: Mapping[str, Any], job: RLJob, plan: JobPlan,
-        obs: JobObservation, now: datetime, started: float,
+        obs: JobObservation, now: datetime, planning: float,
     ) -> None:  # fmt: skip
         """Carry out one job's plan and report it: writes, status, events."""
         async with limit:
+            started = time.perf_counter() - planning  # the job's own time: planning + writes, not queueing
             if not self.may_act():
                 return  # lost the Lease mid-pass: another replica acts now
             try:
