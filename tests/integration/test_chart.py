@@ -136,7 +136,7 @@ def test_namespaced_mode_grants_only_the_watched_namespaces(cluster: DevCluster)
 
 def test_the_operator_works_under_the_charts_rbac(
     k: Kubectl, cluster: DevCluster, chart_sa: Path, prometheus: DevPrometheus, exporter: Exporter,
-    tmp_path: Path,
+    tmp_path: Path, solo_paused: None,
 ) -> None:  # fmt: skip
     election = ("--leader-election", "--lease-namespace=rlop-system", "--identity=chart-sa")
     op = OperatorProcess(cluster, prometheus.url, tmp_path, 1.0, *election, kubeconfig=chart_sa).start()
