@@ -103,7 +103,7 @@ def plan_job(obs: JobObservation, now: datetime, scaling: Scaling | None = None)
     writes, events = _diff(desired, obs.children)
     wanted = {(m["kind"], m["metadata"]["name"]) for m in desired}
     delete = sorted(set(obs.children) - wanted)
-    events += [Event("Normal", "Deleted", f"Deleted {k} {n}: pool removed from spec") for k, n in delete]
+    events += [Event("Normal", "Deleted", f"Deleted {k} {n}: no longer implied by the spec") for k, n in delete]
     events += scaling.events
 
     trainer = [p for p in obs.pods if p.pool == "trainer"]
