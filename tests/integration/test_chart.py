@@ -174,3 +174,38 @@ def test_the_operator_works_under_the_charts_rbac(
         assert token not in log and token[-16:] not in log and "Bearer" not in log  # no secret ever logged
     finally:
         op.stop()
+
+
+def test_namespaced_mode_runs_under_its_roles(
+    cluster: DevCluster, prometheus: DevPrometheus, tmp_path: Path, solo_paused: None
+) -> None:
+    """watchNamespaces={team-x}: the operator acts there under its Role, and leaves other namespaces alone."""
+    for ns in ("rlop-scoped", "team-x", "team-y"):
+        cluster.kubectl("create", "namespace", ns, check=False)
+    docs = render("--set", "watchNamespaces={team-x}", "--set", "harvestPriorityClass.create=false",
+                  namespace="rlop-scoped", release="nsmode")  # fmt: skip
+    cluster.apply([d for d in docs if d["kind"] in ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role",
+                                                    "RoleBinding")])  # fmt: skip
+    token = cluster.kubectl("-n", "rlop-scoped", "create", "token", "nsmode-rlop", "--duration=1h").stdout.strip()
+    kubeconfig = cluster.kubeconfig_for(token, tmp_path / "kubeconfig")
+    args = ("--namespace=team-x", "--leader-election", "--lease-namespace=rlop-scoped", "--identity=scoped")
+    op = OperatorProcess(cluster, prometheus.url, tmp_path, 1.0, *args, kubeconfig=kubeconfig).start()
+    tpl = {"spec": {"containers": [{"name": "c", "image": "i", "resources": {"requests": {"cpu": "50m"}}}]}}
+    pools = {"trainer": {"replicas": 1, "template": tpl}, "rollout": {"replicas": 2, "template": tpl}}
+    job = {"apiVersion": "rlop.dev/v1alpha1", "kind": "RLJob", "metadata": {"name": "scoped"}, "spec": {"pools": pools}}
+    try:
+        for ns in ("team-x", "team-y"):
+            cluster.kubectl("-n", ns, "apply", "-f", "-", stdin=yaml.safe_dump(job))
+
+        def phase(ns: str) -> str | None:
+            out = cluster.kubectl("-n", ns, "get", "rljob", "scoped", "-o", "jsonpath={.status.phase}")
+            return out.stdout or None
+
+        wait_for(lambda: phase("team-x") == "Running", 60, "the watched namespace's job Running")
+        assert phase("team-y") is None  # not ours
+        log = op.log_path.read_text()
+        assert "is forbidden: User" not in log and "APIForbiddenError" not in log, log[-2000:]
+    finally:
+        op.stop()
+        for ns in ("team-x", "team-y"):
+            cluster.kubectl("-n", ns, "delete", "rljob", "scoped", "--wait=false", check=False)
