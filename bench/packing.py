@@ -70,7 +70,7 @@ most_allocated = scheduler(lambda req, alloc: req / alloc)
 
 def rlop(count: int, nodes: list[NodeInfo], pods: list[PodInfo], util: dict[str, float]) -> dict[str, int]:
     template = PodInfo(name="t", requests=POD)
-    plan = plan_harvest("bench", count, POD, template, PLACEMENT, nodes, util, pods, [])
+    plan = plan_harvest("bench", count, template, PLACEMENT, nodes, util, pods, [])
     out: dict[str, int] = {}
     for _, node in plan.create:
         out[node] = out.get(node, 0) + 1

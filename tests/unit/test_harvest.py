@@ -25,7 +25,7 @@ def sandbox(name: str, on: str, created: str = "2026-01-01T00:00:00Z", job: str 
 
 def plan(wanted: int, nodes: list[NodeInfo], util: dict[str, float], bound: list[PodInfo], own: list[PodInfo],
          placement: Placement = PLACEMENT):  # type: ignore[no-untyped-def]  # fmt: skip
-    return plan_harvest("j", wanted, REQ, TEMPLATE, placement, nodes, util, bound, own)
+    return plan_harvest("j", wanted, TEMPLATE, placement, nodes, util, bound, own)
 
 
 @pytest.mark.parametrize(
@@ -126,7 +126,7 @@ def test_packing_never_overfills_never_duplicates_and_beats_first_fit(spec, want
     util = {f"n{i}": u for i, (_, u, _) in enumerate(spec)}
     bound = [pod(f"o{i}", node=f"n{i}", cpu=min(r, c)) for i, (c, _, r) in enumerate(spec)]
     req = {"cpu": cpu, "memory": 2**28, "pods": 1.0}
-    out = plan_harvest("j", wanted, req, PodInfo(name="t", requests=req), PLACEMENT, nodes, util, bound, [])
+    out = plan_harvest("j", wanted, PodInfo(name="t", requests=req), PLACEMENT, nodes, util, bound, [])
     names = [p for p, _ in out.create]
     assert len(names) == len(set(names))  # no pod placed twice
     rooms = node_rooms(nodes, util, bound, PLACEMENT)

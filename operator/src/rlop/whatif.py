@@ -21,10 +21,9 @@ from typing import Any
 
 from rlop.api.models import RLJob, RLJobStatus
 from rlop.plan.autoscale import Reading
-from rlop.plan.job import JobObservation, base_replicas, plan_job
-from rlop.plan.observed import NodeInfo, PodInfo, pod_info, pod_requests
+from rlop.plan.job import JobObservation, base_replicas, plan_job, sandbox_pod_info
+from rlop.plan.observed import NodeInfo, PodInfo, pod_info
 from rlop.plan.quantity import parse_quantity
-from rlop.plan.render import sandbox_pod
 from rlop.plan.scaling import plan_scaling
 
 
@@ -69,8 +68,8 @@ def what_if(
     node_infos, bound, utilization = _cluster(nodes or [], job.metadata.name)
     sandbox = [p for p in bound if p.harvest]
     if sandbox and nodes is not None:  # size the sandbox pods from the template
-        request = sandbox_pod(job, "x", "x")["spec"]
-        sandbox = [replace(p, requests=pod_requests(request)) for p in sandbox]
+        requests = sandbox_pod_info(job).requests
+        sandbox = [replace(p, requests=requests) for p in sandbox]
         bound = [p for p in bound if not p.harvest] + sandbox
     pods = [PodInfo(name=f"{pool}-{i}", pool=pool, ready=True) for pool, n in base.items() for i in range(n)
             if pool != "sandbox" or nodes is None] + sandbox  # fmt: skip

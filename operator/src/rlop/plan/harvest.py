@@ -123,7 +123,6 @@ def pod_name(job: str, slot: int) -> str:
 def plan_harvest(
     job: str,
     wanted: int,
-    request: Resources,
     template: PodInfo,
     placement: Placement,
     nodes: Sequence[NodeInfo],
@@ -134,8 +133,9 @@ def plan_harvest(
     """Where this job's sandbox pods should run: which to create, delete and evict.
 
     `own` are this pool's pods (any state); `bound_pods` every pod placed or pinned on a node; `template`
-    carries the pod's scheduling constraints (nodeSelector, tolerations) for the feasibility filter.
+    is the pod to place: its requests, and its nodeSelector and tolerations for the feasibility filter.
     """
+    request = template.requests
     by_name = {n.name: n for n in nodes}
     live = [p for p in own if not p.deleting and not p.terminal]
     delete: list[tuple[str, str]] = [(p.name, "pod failed") for p in own if p.terminal and not p.deleting]

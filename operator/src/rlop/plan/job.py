@@ -154,21 +154,26 @@ def plan_job(obs: JobObservation, now: datetime, scaling: Scaling | None = None)
     return JobPlan(writes, delete, list(gang.release), delete_pods, evict, status, events, scaling.pod_costs)
 
 
+def sandbox_pod_info(job: RLJob) -> PodInfo:
+    """A sandbox pod as the planners see it: its requests and scheduling constraints."""
+    spec = sandbox_template(job)["spec"]
+    return PodInfo(
+        name="template",
+        pool="sandbox",
+        requests=pod_requests(spec),
+        node_selector=spec.get("nodeSelector") or {},
+        tolerations=tuple(spec.get("tolerations") or ()),
+    )
+
+
 def _harvest(obs: JobObservation, replicas: Mapping[str, int]) -> HarvestPlan | None:
     job = obs.job
     sandbox = job.spec.pools.sandbox
     if sandbox is None or not harvests(job):
         return None
-    spec = sandbox_template(job)["spec"]
-    template = PodInfo(
-        name="template",
-        requests=pod_requests(spec),
-        node_selector=spec.get("nodeSelector") or {},
-        tolerations=tuple(spec.get("tolerations") or ()),
-    )
     own = [p for p in obs.pods if p.pool == "sandbox" and p.harvest]
     return plan_harvest(
-        job.metadata.name, replicas["sandbox"], template.requests, template, sandbox.placement,
+        job.metadata.name, replicas["sandbox"], sandbox_pod_info(job), sandbox.placement,
         obs.nodes, obs.utilization or {}, obs.bound_pods, own,
     )  # fmt: skip
 
