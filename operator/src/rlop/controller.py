@@ -109,11 +109,11 @@ class Controller:
         """
         jobs = {key: self.load(key) for key in keys}
         results = await self.read_metrics(jobs) if full else None
-        if full and self.indexes:
-            metrics.set_harvest(p for store in self.indexes["node_pods"].values() for p in store)
         now = datetime.now(UTC).replace(microsecond=0)
         limit = asyncio.Semaphore(self.cfg.concurrency)
         view = self.cluster_view()
+        if full:
+            metrics.set_harvest(view[1])
         work = []
         for key, loaded in jobs.items():
             if loaded is None:
