@@ -80,13 +80,19 @@ def test_rbac_has_no_wildcards() -> None:
                 assert "*" not in rule.get("verbs", []) and "*" not in rule.get("resources", []), rule
 
 
+RBAC_KINDS = ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
+
+
+def install_rbac(cluster: DevCluster, docs: list[dict[str, Any]]) -> None:
+    """Apply for real what the chart grants its ServiceAccount."""
+    cluster.apply([d for d in docs if d["kind"] in RBAC_KINDS])
+
+
 @pytest.fixture(scope="module")
 def chart_sa(cluster: DevCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """The chart's ServiceAccount and RBAC installed for real; a kubeconfig with its token."""
     cluster.kubectl("create", "namespace", "rlop-system", check=False)
-    docs = [d for d in render() if d["kind"] in ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role",
-                                                   "RoleBinding")]  # fmt: skip
-    cluster.apply(docs)
+    install_rbac(cluster, render())
     token = cluster.kubectl("-n", "rlop-system", "create", "token", "rlop", "--duration=2h").stdout.strip()
     yield cluster.kubeconfig_for(token, tmp_path_factory.mktemp("sa") / "kubeconfig")
 
@@ -121,8 +127,7 @@ def test_namespaced_mode_grants_only_the_watched_namespaces(cluster: DevCluster)
         cluster.kubectl("create", "namespace", ns, check=False)
     docs = render("--set", "watchNamespaces={team-a}", "--set", "harvestPriorityClass.create=false",
                   namespace="rlop-ns", release="scoped")  # fmt: skip
-    cluster.apply([d for d in docs if d["kind"] in ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role",
-                                                    "RoleBinding")])  # fmt: skip
+    install_rbac(cluster, docs)
     sa = "--as=system:serviceaccount:rlop-ns:scoped-rlop"
 
     def allowed(*args: str) -> bool:
@@ -184,8 +189,7 @@ def test_namespaced_mode_runs_under_its_roles(
         cluster.kubectl("create", "namespace", ns, check=False)
     docs = render("--set", "watchNamespaces={team-x}", "--set", "harvestPriorityClass.create=false",
                   namespace="rlop-scoped", release="nsmode")  # fmt: skip
-    cluster.apply([d for d in docs if d["kind"] in ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role",
-                                                    "RoleBinding")])  # fmt: skip
+    install_rbac(cluster, docs)
     token = cluster.kubectl("-n", "rlop-scoped", "create", "token", "nsmode-rlop", "--duration=1h").stdout.strip()
     kubeconfig = cluster.kubeconfig_for(token, tmp_path / "kubeconfig")
     args = ("--namespace=team-x", "--leader-election", "--lease-namespace=rlop-scoped", "--identity=scoped")
