@@ -1,13 +1,20 @@
 #!/usr/bin/env bash
 # Build the local control plane binaries from Go modules into a version-keyed cache outside the repo.
-#   kube-apiserver, kube-controller-manager, kube-scheduler, kubectl (k8s.io/kubernetes via a wrapper module)
+#   kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, and for kind's node image kubelet,
+#   kubeadm, kube-proxy (k8s.io/kubernetes via a wrapper module)
 #   etcd (go.etcd.io/etcd/server/v3 via a wrapper module), kwok (sigs.k8s.io/kwok), helm (helm.sh/helm/v4)
+#   and for the kind tier: kind, crictl, coredns, kube-router (plain `go install` of their modules)
 # Re-running is cheap: each component is skipped when its stamp matches.
 set -euo pipefail
 K8S_VERSION=${K8S_VERSION:-1.36.3}
 ETCD_VERSION=${ETCD_VERSION:-3.6.16}
 KWOK_VERSION=${KWOK_VERSION:-0.8.0}
 HELM_VERSION=${HELM_VERSION:-4.3.2}
+KIND_VERSION=${KIND_VERSION:-0.33.0}
+CRICTL_VERSION=${CRICTL_VERSION:-1.36.0}
+COREDNS_VERSION=${COREDNS_VERSION:-1.14.2}
+KUBE_ROUTER_VERSION=${KUBE_ROUTER_VERSION:-2.1.0}
+K8S_CMDS="kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kubeadm kube-proxy"
 CACHE=${RLOP_CACHE:-$HOME/.cache/rlop}
 BIN=$CACHE/bin
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -17,13 +24,19 @@ mkdir -p "$BIN"
 
 stamp_ok() { [ -f "$BIN/.$1.stamp" ] && [ "$(cat "$BIN/.$1.stamp")" = "$2" ]; }
 
+# go_install NAME VERSION PACKAGE [LDFLAGS]: a binary from a module the Go proxy serves, stamped by version
+go_install() {
+  stamp_ok "$1" "$2" && return
+  GOBIN=$BIN go install -trimpath -ldflags="-s -w ${4:-}" "$3@v$2"
+  echo "$2" > "$BIN/.$1.stamp"
+}
 build_k8s() {
   stamp_ok k8s "$K8S_VERSION" && return
   local work=$CACHE/build/k8s minor staging ldf
   minor=$(echo "$K8S_VERSION" | cut -d. -f2); staging=v0.${K8S_VERSION#1.}
   mkdir -p "$work"; cp "$ROOT/hack/k8s/go.mod" "$ROOT/hack/k8s/go.sum" "$work/" 2>/dev/null || true
   cd "$work"
-  if ! grep -q "k8s.io/kubernetes v$K8S_VERSION" go.mod 2>/dev/null; then
+  if ! grep -q "k8s.io/kubernetes v$K8S_VERSION" go.mod 2>/dev/null || ! grep -q cmd/kubelet go.mod; then
     rm -f go.mod go.sum; go mod init local.test/k8s-bins
     go mod edit -go=1.26.0 -require=k8s.io/kubernetes@v$K8S_VERSION
     local upstream
@@ -31,16 +44,17 @@ build_k8s() {
     for m in $(sed -n 's#^[[:space:]]*\(k8s\.io/[^[:space:]]*\) => \./staging/.*#\1#p' "$upstream"); do
       go mod edit -replace="$m=$m@$staging"
     done
-    for c in kube-apiserver kube-controller-manager kube-scheduler kubectl; do go mod edit -tool=k8s.io/kubernetes/cmd/$c; done
+    for c in $K8S_CMDS; do go mod edit -tool=k8s.io/kubernetes/cmd/$c; done
     go mod tidy
+    cp go.mod go.sum "$ROOT/hack/k8s/"
   fi
   ldf="-s -w"
   for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
     ldf+=" -X $p.gitVersion=v$K8S_VERSION -X $p.gitMajor=1 -X $p.gitMinor=$minor -X $p.gitTreeState=clean -X $p.buildDate=1970-01-01T00:00:00Z"
   done
+  # shellcheck disable=SC2046
   go build -trimpath -tags=selinux,notest,grpcnotrace -ldflags="$ldf" -o "$BIN/" \
-    k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
-    k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl
+    $(printf 'k8s.io/kubernetes/cmd/%s ' $K8S_CMDS)
   "$BIN/kube-apiserver" --version
   echo "$K8S_VERSION" > "$BIN/.k8s.stamp"
 }
@@ -60,21 +74,26 @@ build_etcd() {
 
 build_kwok() {
   stamp_ok kwok "$KWOK_VERSION" && return
-  GOBIN=$BIN go install -trimpath -ldflags="-s -w" "sigs.k8s.io/kwok/cmd/kwok@v$KWOK_VERSION"
   # kwok ships no built-in stages in standalone mode: keep the "fast" stage set beside the binary.
   local src=$GOMODCACHE/sigs.k8s.io/kwok@v$KWOK_VERSION/kustomize/stage
+  go_install kwok "$KWOK_VERSION" sigs.k8s.io/kwok/cmd/kwok
   { for f in node/fast/node-initialize.yaml node/heartbeat-with-lease/node-heartbeat-with-lease.yaml \
              pod/fast/pod-ready.yaml pod/fast/pod-complete.yaml pod/fast/pod-delete.yaml; do
       cat "$src/$f"; echo "---"; done; } > "$BIN/kwok-stages.yaml"
-  echo "$KWOK_VERSION" > "$BIN/.kwok.stamp"
 }
 
 build_helm() {
-  stamp_ok helm "$HELM_VERSION" && return
-  GOBIN=$BIN go install -trimpath -ldflags="-s -w -X helm.sh/helm/v4/internal/version.version=v$HELM_VERSION" \
-    "helm.sh/helm/v4/cmd/helm@v$HELM_VERSION"
-  "$BIN/helm" version
-  echo "$HELM_VERSION" > "$BIN/.helm.stamp"
+  go_install helm "$HELM_VERSION" helm.sh/helm/v4/cmd/helm "-X helm.sh/helm/v4/internal/version.version=v$HELM_VERSION"
+}
+build_kind() { go_install kind "$KIND_VERSION" sigs.k8s.io/kind; }
+build_crictl() {
+  go_install crictl "$CRICTL_VERSION" sigs.k8s.io/cri-tools/cmd/crictl \
+    "-X sigs.k8s.io/cri-tools/pkg/version.Version=v$CRICTL_VERSION"
+}
+build_coredns() { go_install coredns "$COREDNS_VERSION" github.com/coredns/coredns; }
+build_kuberouter() {
+  go_install kube-router "$KUBE_ROUTER_VERSION" github.com/cloudnativelabs/kube-router/v2/cmd/kube-router \
+    "-X github.com/cloudnativelabs/kube-router/v2/pkg/version.Version=v$KUBE_ROUTER_VERSION"
 }
 
 for c in ${*:-etcd kwok k8s helm}; do "build_$c"; done
