@@ -18,15 +18,20 @@ bash "$HERE/rootfs.sh"
 NODE_KEY=$(key "$BASE_IMAGE $NODE_ROOTFS_IMAGE $K8S_VERSION $(cat "$HERE"/lib.sh "$HERE"/images.sh \
   "$HERE"/pause.c "$HERE"/node-entrypoint "$HERE"/kube-router.yaml "$BIN"/.*.stamp | sha256sum)")
 NODE_IMAGE=rlop.local/kind-node:v$K8S_VERSION-$NODE_KEY
-PROMETHEUS_IMAGE=rlop.local/prometheus:debian-$SUITE-$(key "$BASE_IMAGE")
+PROMETHEUS_IMAGE=rlop.local/prometheus:$SUITE   # Debian's prometheus package; named in hack/kind/values.yaml
 EXTRA_CA=$(cat /usr/local/share/ca-certificates/*.crt 2>/dev/null || true)
 
-# image TAG... : build from the Dockerfile on stdin in the context dir $ctx (first tag is the build tag)
+# build ARGS...: `docker build`, quiet unless it fails
+build() {
+  local out
+  out=$(docker build -q "$@" 2>&1) || { printf '%s\n' "$out" >&2; return 1; }
+}
+# image TAG... : build the Dockerfile on stdin in the context dir $ctx, FROM the base image
 ctx=
 image() {
   local tags=() t
   for t in "$@"; do tags+=(-t "$t"); done
-  docker build -q --build-arg "BASE=$BASE_IMAGE" "${tags[@]}" -f - "$ctx" >/dev/null
+  build --build-arg "BASE=$BASE_IMAGE" "${tags[@]}" -f - "$ctx"
 }
 
 component_images() {
@@ -64,7 +69,8 @@ DF
 ARG BASE
 FROM ${BASE}
 COPY coredns /coredns
-USER 65532:65532
+# root, as kubeadm's Deployment drops every capability but NET_BIND_SERVICE (the upstream image runs as
+# 65532 with a file capability instead, which needs libcap's setcap)
 ENTRYPOINT ["/coredns"]
 DF
   image rlop.local/kube-router:v2.1.0 <<'DF'
@@ -95,7 +101,7 @@ node_image() {
   cp "$BIN"/{kubelet,kubeadm,kubectl,crictl} "$ctx/bin/"
   cp "$HERE/node-entrypoint" "$HERE/kube-router.yaml" "$ctx/"
   log "node image base"
-  docker build -q -t "$NODE_IMAGE-base" -f - "$ctx" >/dev/null <<DF
+  build -t "$NODE_IMAGE-base" -f - "$ctx" <<DF
 FROM $NODE_ROOTFS_IMAGE
 COPY files/usr/local/bin/ /usr/local/bin/
 COPY files/kind/ /kind/
@@ -133,22 +139,23 @@ DF
     [[ $i == */* && $i != *.*/* ]] && i=docker.io/$i
     docker exec "$cid" ctr -n k8s.io images label "$i" io.cri-containerd.pinned=pinned >/dev/null
   done
-  docker exec "$cid" bash -c 'pkill containerd; while pgrep containerd >/dev/null; do sleep 0.2; done; rm -f /tmp/containerd.log'
+  docker exec "$cid" bash -c 'pkill containerd; while pgrep -r R,S,D containerd >/dev/null; do sleep 0.2; done
+    rm -f /tmp/containerd.log'  # (it stays a zombie: `sleep` as PID 1 reaps nothing)
   docker commit -c 'ENTRYPOINT ["/usr/local/bin/rlop-node-entrypoint", "/sbin/init"]' -c 'CMD []' \
     "$cid" "$NODE_IMAGE" >/dev/null
+  docker rm -f "$cid" >/dev/null
   docker rmi "$NODE_IMAGE-base" >/dev/null
   log "built $NODE_IMAGE"
 }
 
 project_images() {
   log "rlop images"
-  docker build -q --build-arg "BASE=$BASE_IMAGE" --build-arg "EXTRA_CA=$EXTRA_CA" -t rlop:0.1.0 \
-    -f "$ROOT/operator/Dockerfile" "$ROOT" >/dev/null
-  docker build -q --build-arg "BASE=$BASE_IMAGE" --build-arg "EXTRA_CA=$EXTRA_CA" -t rlop-workload:dev \
-    "$ROOT/examples/workload" >/dev/null
+  build --build-arg "BASE=$BASE_IMAGE" --build-arg "EXTRA_CA=$EXTRA_CA" -t rlop:0.1.0 \
+    -f "$ROOT/operator/Dockerfile" "$ROOT"
+  build --build-arg "BASE=$BASE_IMAGE" --build-arg "EXTRA_CA=$EXTRA_CA" -t rlop-workload:dev "$ROOT/examples/workload"
   have_image "$PROMETHEUS_IMAGE" || component_images
 }
 
 node_image
 project_images
-printf '%s %s\n' "$NODE_IMAGE" "$PROMETHEUS_IMAGE"
+echo "$NODE_IMAGE"

@@ -37,6 +37,15 @@ def binary(name: str) -> str:
     return str(path)
 
 
+def kubectl(kubeconfig: Path, *args: str, stdin: str | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:
+    """Run kubectl against `kubeconfig`; a failure raises with kubectl's own message unless `check` is off."""
+    cmd = [binary("kubectl"), f"--kubeconfig={kubeconfig}", *args]
+    out = subprocess.run(cmd, input=stdin, capture_output=True, text=True, timeout=120)
+    if check and out.returncode:
+        raise RuntimeError(f"kubectl {' '.join(args)} failed ({out.returncode}): {out.stderr.strip()}")
+    return out
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -177,11 +186,7 @@ class DevCluster:
     # -------------------------------------------------------------- using it
 
     def kubectl(self, *args: str, stdin: str | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:
-        cmd = [binary("kubectl"), f"--kubeconfig={self.kubeconfig}", *args]
-        out = subprocess.run(cmd, input=stdin, capture_output=True, text=True, timeout=120)
-        if check and out.returncode:
-            raise RuntimeError(f"kubectl {' '.join(args)} failed ({out.returncode}): {out.stderr.strip()}")
-        return out
+        return kubectl(self.kubeconfig, *args, stdin=stdin, check=check)
 
     def apply(self, objects: Sequence[dict[str, Any]]) -> None:
         if objects:

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# The kind cluster of rlop's e2e tier and demo, from images built on this machine (hack/kind/images.sh).
+#   hack/kind/cluster.sh up     dockerd (started if installed and not running), images, cluster from
+#                               kind-config.yaml, rlop's images loaded, fake GPUs; prints the kubeconfig path
+#   hack/kind/cluster.sh down   delete the cluster
+# The kubeconfig is written to $RLOP_KIND_KUBECONFIG (default .rlop/kind/kubeconfig); the user's is untouched.
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+NAME=${RLOP_KIND_NAME:-rlop}
+KUBECONFIG=${RLOP_KIND_KUBECONFIG:-$ROOT/.rlop/kind/kubeconfig}
+export KUBECONFIG PATH=$BIN:$PATH
+
+ensure_docker() {
+  docker info >/dev/null 2>&1 && return
+  command -v dockerd >/dev/null || { echo "no Docker engine: install docker.io (Debian) or Docker" >&2; exit 1; }
+  log "starting dockerd"
+  mkdir -p "$CACHE"
+  nohup dockerd >"$CACHE/dockerd.log" 2>&1 &
+  for _ in $(seq 60); do docker info >/dev/null 2>&1 && return; sleep 0.5; done
+  tail -n 20 "$CACHE/dockerd.log" >&2; exit 1
+}
+
+# kind starts nodes with --privileged; where this dockerd cannot grant it, go through hack/kind/bin/docker.
+privileged_or_wrap() {
+  docker run --rm --privileged "$BASE_IMAGE" true >/dev/null 2>&1 && return
+  log "dockerd cannot run --privileged containers here: kind goes through hack/kind/bin/docker"
+  export PATH=$ROOT/hack/kind/bin:$PATH
+}
+
+up() {
+  ensure_docker
+  local node_image
+  node_image=$(bash "$ROOT/hack/kind/images.sh")
+  privileged_or_wrap
+  if kind get clusters 2>/dev/null | grep -qx "$NAME"; then
+    if [ "$(docker inspect -f '{{.Config.Image}}' "$NAME-control-plane" 2>/dev/null)" != "$node_image" ]; then
+      log "cluster $NAME runs another node image: recreating"; kind delete cluster --name "$NAME"
+    fi
+  fi
+  if ! kind get clusters 2>/dev/null | grep -qx "$NAME"; then
+    mkdir -p "$(dirname "$KUBECONFIG")"
+    log "kind create cluster $NAME ($node_image)"
+    kind create cluster --name "$NAME" --config "$ROOT/kind-config.yaml" --image "$node_image" \
+      --kubeconfig "$KUBECONFIG" --wait 5m >&2
+  else
+    kind export kubeconfig --name "$NAME" --kubeconfig "$KUBECONFIG" >&2
+  fi
+  log "loading rlop's images"
+  kind load docker-image --name "$NAME" rlop:0.1.0 rlop-workload:dev rlop.local/prometheus:"$SUITE" >&2
+  kubectl wait --for=condition=Ready nodes --all --timeout=180s >&2
+  kubectl -n kube-system rollout status ds/kube-router --timeout=180s >&2
+  kubectl -n kube-system rollout status deploy/coredns --timeout=180s >&2
+  bash "$ROOT/hack/kind-fake-gpus.sh" >&2
+  echo "$KUBECONFIG"
+}
+
+down() { kind delete cluster --name "$NAME" >&2; }
+
+"${1:?usage: cluster.sh up|down}"

@@ -1,0 +1,86 @@
+"""rlop on a real kind cluster built offline (hack/kind/): the e2e tier and the demo on real pods.
+
+``hack/kind/cluster.sh up`` builds every image from the package registries, creates the cluster from
+kind-config.yaml and loads rlop's images; this class installs the chart and talks to the cluster.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import urllib.parse
+from pathlib import Path
+from typing import Any
+
+from rlop.dev import REPO
+from rlop.dev.cluster import binary, kubectl
+
+NAMESPACE = "rlop-system"
+RELEASE = "rlop"
+VALUES = REPO / "hack" / "kind" / "values.yaml"
+
+
+def docker_installed() -> bool:
+    """A Docker engine is running here, or Debian's dockerd is installed (cluster.sh starts it)."""
+    if shutil.which("dockerd"):
+        return True
+    return shutil.which("docker") is not None and subprocess.run(["docker", "info"], capture_output=True).returncode == 0
+
+
+class KindCluster:
+    def __init__(self, kubeconfig: Path) -> None:
+        self.kubeconfig = kubeconfig
+
+    @classmethod
+    def up(cls) -> KindCluster:
+        """Build what is missing and bring the cluster up (reused when it already runs the same node image)."""
+        out = subprocess.run(["bash", str(REPO / "hack" / "kind" / "cluster.sh"), "up"], stdout=subprocess.PIPE,
+                             text=True, check=True)  # fmt: skip
+        return cls(Path(out.stdout.strip().splitlines()[-1]))
+
+    @staticmethod
+    def down() -> None:
+        subprocess.run(["bash", str(REPO / "hack" / "kind" / "cluster.sh"), "down"], check=True)
+
+    def kubectl(self, *args: str, stdin: str | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:
+        return kubectl(self.kubeconfig, *args, stdin=stdin, check=check)
+
+    def get(self, path: str) -> Any:
+        return json.loads(self.kubectl("get", "--raw", path).stdout or "null")
+
+    def helm(self, *args: str) -> str:
+        env = {**os.environ, "KUBECONFIG": str(self.kubeconfig)}
+        out = subprocess.run([binary("helm"), *args], env=env, capture_output=True, text=True, timeout=600)
+        if out.returncode:
+            raise RuntimeError(f"helm {' '.join(args)} failed: {out.stderr.strip()}")
+        return out.stdout
+
+    def install_rlop(self, *sets: str) -> None:
+        """The chart with its bundled Prometheus, as a user installs it (values: hack/kind/values.yaml)."""
+        args = [f"--set={s}" for s in sets]
+        self.helm("upgrade", "--install", RELEASE, str(REPO / "charts" / "rlop"), "-n", NAMESPACE,
+                  "--create-namespace", "-f", str(VALUES), *args, "--wait", "--timeout=5m")  # fmt: skip
+        # a new operator image under the same tag: roll the Deployment so the pods run it
+        self.kubectl("-n", NAMESPACE, "rollout", "restart", f"deploy/{RELEASE}")
+        self.kubectl("-n", NAMESPACE, "rollout", "status", f"deploy/{RELEASE}", "--timeout=180s")
+
+    def service_path(self, namespace: str, service: str, port: int, path: str) -> str:
+        """The API server's proxy path to a Service (no port-forward needed)."""
+        return f"/api/v1/namespaces/{namespace}/services/{service}:{port}/proxy{path}"
+
+    def post(self, namespace: str, service: str, port: int, path: str, body: dict[str, Any]) -> Any:
+        raw = self.service_path(namespace, service, port, path)
+        out = self.kubectl("create", "--raw", raw, "-f", "-", stdin=json.dumps(body))
+        return json.loads(out.stdout or "null")
+
+    def promql(self, query: str) -> list[dict[str, Any]]:
+        """An instant query to the chart's Prometheus."""
+        path = "/api/v1/query?" + urllib.parse.urlencode({"query": query})
+        res = self.get(self.service_path(NAMESPACE, f"{RELEASE}-prometheus", 9090, path))
+        return list(res["data"]["result"])
+
+    def node_exec(self, node: str, *cmd: str) -> subprocess.CompletedProcess[str]:
+        """A command in a kind node's own namespaces (e.g. to kill -9 a container's process)."""
+        return subprocess.run(["docker", "exec", node, *cmd], capture_output=True, text=True, timeout=60)

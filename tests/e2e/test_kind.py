@@ -1,0 +1,196 @@
+"""The mission's own path on real pods, in order: helm install (session fixture), `kubectl apply` of the
+example RLJob, every pool running, Prometheus scraping the pods, sandbox hardening and egress policy in
+force, autoscaling on the workload's live metrics, harvest eviction from a busy node, kill -9 of the
+operator pod mid-scale."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import yaml
+
+from rlop.dev import REPO
+from rlop.dev.kind import NAMESPACE, KindCluster
+from tests.conftest import Kubectl, wait_for
+
+pytestmark = pytest.mark.kind
+NS = "e2e"
+JOB = "grpo-math"
+POOLS = ("trainer", "rollout", "reward", "sandbox", "controller")
+
+
+@pytest.fixture(scope="module")
+def k(kind: KindCluster) -> Iterator[Kubectl]:
+    kind.kubectl("create", "namespace", NS, check=False)
+    kube = Kubectl(kind, NS)  # type: ignore[arg-type]
+    kube.apply((REPO / "examples" / "rljob.yaml").read_text())
+    try:
+        yield kube
+    finally:
+        kind.kubectl("delete", "namespace", NS, "--wait=true", "--timeout=120s", check=False)
+
+
+def pods(k: Kubectl, pool: str, running: bool = True) -> list[dict[str, Any]]:
+    out = k.items("pods", f"rlop.dev/job={JOB},rlop.dev/pool={pool}")
+    live = [p for p in out if not p["metadata"].get("deletionTimestamp")]
+    return [p for p in live if p["status"].get("phase") == "Running"] if running else live
+
+
+def ready(pod: dict[str, Any]) -> bool:
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in pod["status"].get("conditions", []))
+
+
+def status(k: Kubectl) -> dict[str, Any]:
+    return dict((k.get("rljob", JOB) or {}).get("status") or {})
+
+
+def exec_in(k: Kubectl, pod: str, *cmd: str) -> tuple[int, str]:
+    out = k("exec", pod, "--", *cmd, check=False)
+    return out.returncode, (out.stdout + out.stderr).strip()
+
+
+def test_every_pool_runs_in_real_pods(k: Kubectl) -> None:
+    want = {"trainer": 2, "rollout": 1, "reward": 1, "sandbox": 2, "controller": 1}
+    wait_for(lambda: all(len([p for p in pods(k, pool) if ready(p)]) >= n for pool, n in want.items()),
+             timeout=300, what=f"Running, Ready pods per pool {want}")  # fmt: skip
+    wait_for(lambda: status(k).get("phase") == "Running", timeout=60, what="phase Running")
+
+
+def test_trainer_gang_released_together(k: Kubectl) -> None:
+    trainers = pods(k, "trainer")
+    assert len(trainers) == 2 and all(not p["spec"].get("schedulingGates") for p in trainers)
+    started = sorted(p["status"]["startTime"] for p in trainers)
+    reasons = [e["reason"] for e in k.events(JOB)]
+    assert "GangReleased" in reasons, reasons
+    # both ranks bound in the same release: their start times are within a few seconds of each other
+    t0, t1 = (time.mktime(time.strptime(s, "%Y-%m-%dT%H:%M:%SZ")) for s in started)
+    assert t1 - t0 < 20, started
+
+
+def test_prometheus_scrapes_pods_and_kubelets(kind: KindCluster, k: Kubectl) -> None:
+    def scraped() -> set[str]:
+        res = kind.promql(f'up{{job="pods",namespace="{NS}"}} == 1')
+        return {r["metric"].get("pool", "") for r in res}
+
+    wait_for(lambda: set(POOLS) <= scraped(), timeout=120, what="every pool scraped through its annotations")
+    nodes = {n["metadata"]["name"] for n in json.loads(kind.kubectl("get", "nodes", "-o", "json").stdout)["items"]}
+
+    def utilization() -> dict[str, float]:
+        return {r["metric"]["node"]: float(r["value"][1]) for r in kind.promql("rlop:node_cpu_utilization:ratio")}
+
+    util = wait_for(lambda: (u := utilization()) and set(u) == nodes and u, timeout=180,
+                    what=f"per-node utilization from kubelet for {nodes}")  # fmt: skip
+    assert all(0 <= u <= 1 for u in util.values()), util
+    assert len(set(util.values())) > 1, f"every node reports the same utilization: {util}"
+
+
+def test_sandbox_runs_code_under_forced_hardening(kind: KindCluster, k: Kubectl) -> None:
+    pod = pods(k, "sandbox")[0]
+    name = pod["metadata"]["name"]
+    assert exec_in(k, name, "id", "-u")[1] != "0"
+    rc, out = exec_in(k, name, "python", "-c", "open('/probe', 'w')")
+    assert rc != 0 and "Read-only file system" in out, out
+    rc, out = exec_in(k, name, "ls", "/var/run/secrets/kubernetes.io/serviceaccount")
+    assert rc != 0, f"a service-account token is mounted: {out}"
+    rc, out = exec_in(k, name, "grep", "NoNewPrivs", "/proc/self/status")
+    assert out.split()[-1] == "1", out
+    snippet = {"code": "print(sum(range(10)))", "expected": "45"}
+    assert kind.post(NS, f"{JOB}-sandbox", 8000, "/verify", snippet) == {"passed": True, "stdout": "45"}
+    wrong = kind.post(NS, f"{JOB}-sandbox", 8000, "/verify", {"code": "print(1)", "expected": "2"})
+    assert wrong["passed"] is False
+
+
+CONNECT = "import socket,sys; socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=3); print('connected')"
+
+
+def test_sandbox_egress_is_blocked_by_the_network_policy(kind: KindCluster, k: Kubectl) -> None:
+    svc = json.loads(kind.kubectl("-n", NAMESPACE, "get", "svc", "rlop-prometheus", "-o", "json").stdout)
+    ip = svc["spec"]["clusterIP"]
+    assert k.get("networkpolicy", f"{JOB}-sandbox-egress"), "the egress policy exists"
+    controller = pods(k, "controller")[0]["metadata"]["name"]
+    assert exec_in(k, controller, "python", "-c", CONNECT, ip, "9090") == (0, "connected"), "control pod reaches it"
+    sandbox = pods(k, "sandbox")[0]["metadata"]["name"]
+    rc, out = wait_for(lambda: (r := exec_in(k, sandbox, "python", "-c", CONNECT, ip, "9090"))[0] != 0 and r,
+                       timeout=30, what="sandbox egress refused")  # fmt: skip
+    assert "connected" not in out, out
+
+
+def desired(k: Kubectl, pool: str) -> int:
+    return int(((status(k).get("pools") or {}).get(pool) or {}).get("desired", 0))
+
+
+def test_rollout_and_sandbox_scale_up_and_down_on_live_metrics(kind: KindCluster, k: Kubectl) -> None:
+    base_rollout, base_sandbox = desired(k, "rollout"), desired(k, "sandbox")
+    kind.post(NS, f"{JOB}-controller", 8000, "/load", {"prompts_per_s": 24, "checks_per_prompt": 3})
+    wait_for(lambda: desired(k, "rollout") > base_rollout, timeout=180, what="rollout scaled up")
+    wait_for(lambda: desired(k, "sandbox") > base_sandbox, timeout=180, what="sandbox scaled up")
+    wait_for(lambda: len([p for p in pods(k, "rollout") if ready(p)]) > base_rollout, timeout=180,
+             what="the new rollout pods Ready")  # fmt: skip
+    kind.post(NS, f"{JOB}-controller", 8000, "/load", {"prompts_per_s": 0, "checks_per_prompt": 1})
+    wait_for(lambda: desired(k, "rollout") == 1, timeout=300, what="rollout back to minReplicas")
+    reasons = {e["reason"] for e in k.events(JOB)}
+    assert {"ScaledUp", "ScaledDown"} <= reasons, reasons
+
+
+BURNER = """
+import multiprocessing, time
+def spin():
+    while True: pass
+for _ in range(2): multiprocessing.Process(target=spin, daemon=True).start()
+time.sleep(3600)
+"""
+
+
+def test_busy_cpu_node_evicts_its_sandbox_pods(kind: KindCluster, k: Kubectl) -> None:
+    kind.post(NS, f"{JOB}-controller", 8000, "/load", {"prompts_per_s": 6, "checks_per_prompt": 4})
+    on = wait_for(lambda: sorted({p["spec"].get("nodeName") for p in pods(k, "sandbox")} - {None}), timeout=120,
+                  what="sandbox pods placed")  # fmt: skip
+    busy = on[0]
+    burner = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "burner", "namespace": NS},
+              "spec": {"nodeName": busy, "containers": [{"name": "burn", "image": "rlop-workload:dev",
+                       "imagePullPolicy": "Never", "command": ["python", "-c", BURNER],
+                       "resources": {"requests": {"cpu": "10m"}, "limits": {"cpu": "2"}}}]}}  # fmt: skip
+    k.apply(burner)
+    try:
+        wait_for(lambda: any(e["reason"] == "SandboxEvicted" for e in k.events(JOB)), timeout=180,
+                 what=f"SandboxEvicted once {busy} is busy")  # fmt: skip
+        wait_for(lambda: not [p for p in pods(k, "sandbox", running=False) if p["spec"].get("nodeName") == busy],
+                 timeout=120, what=f"no sandbox pod left on {busy}")  # fmt: skip
+        assert pods(k, "sandbox"), "the pool kept running on the other nodes"
+    finally:
+        k("delete", "pod", "burner", "--grace-period=0", "--force", check=False)
+        kind.post(NS, f"{JOB}-controller", 8000, "/load", {"prompts_per_s": 2, "checks_per_prompt": 1})
+
+
+def test_operator_killed_mid_scale_converges(kind: KindCluster, k: Kubectl) -> None:
+    op = json.loads(kind.kubectl("-n", NAMESPACE, "get", "pods", "-l", "app.kubernetes.io/name=rlop",
+                                 "-o", "json").stdout)["items"]  # fmt: skip
+    op = [p for p in op if p["metadata"]["labels"].get("app.kubernetes.io/component") is None]
+    assert len(op) == 1, [p["metadata"]["name"] for p in op]
+    node, restarts = op[0]["spec"]["nodeName"], op[0]["status"]["containerStatuses"][0]["restartCount"]
+    before = desired(k, "rollout")
+    kind.post(NS, f"{JOB}-controller", 8000, "/load", {"prompts_per_s": 24, "checks_per_prompt": 1})
+    wait_for(lambda: desired(k, "rollout") > before, timeout=120, what="scaling under way")
+    killed = kind.node_exec(node, "pkill", "-9", "-f", "bin/rlop run")
+    assert killed.returncode == 0, killed.stderr
+
+    def restarted() -> bool:
+        pod = k.cluster.kubectl("-n", NAMESPACE, "get", "pod", op[0]["metadata"]["name"], "-o", "json").stdout
+        cs = json.loads(pod)["status"]["containerStatuses"][0]
+        return bool(cs["restartCount"] > restarts and cs.get("ready"))
+
+    wait_for(restarted, timeout=180, what="the operator container restarted and Ready")
+
+    def converged() -> bool:
+        st = status(k)
+        rollout = (st.get("pools") or {}).get("rollout") or {}
+        live = pods(k, "rollout", running=False)
+        return bool(rollout.get("desired") and len(live) == rollout["desired"] == rollout.get("ready"))
+
+    wait_for(converged, timeout=240, what="rollout desired == pods == ready after the restart")
+    kind.post(NS, f"{JOB}-controller", 8000, "/load", {"prompts_per_s": 2, "checks_per_prompt": 1})
+    assert yaml.safe_dump(status(k))  # the status is still a whole document
