@@ -6,7 +6,7 @@ export RLOP_CACHE ?= $(HOME)/.cache/rlop
 export RLOP_BIN_DIR ?= $(RLOP_CACHE)/bin
 PYTEST_ARGS ?=
 
-.PHONY: help venv binaries crd lint test unit integration chaos demo cluster cluster-down clean
+.PHONY: help venv binaries crd lint test unit integration e2e chaos demo cluster cluster-down kind kind-down clean
 
 help:
 	@grep -E '^[a-z-]+:.*## ' Makefile | sed 's/:.*## /\t/'
@@ -31,9 +31,16 @@ lint: venv ## ruff + mypy
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 
-test: venv binaries lint ## everything: lint, unit tests, integration tests on the real local control plane
-	$(PY) -m pytest $(PYTEST_ARGS); rc=$$?; \
-	  if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing" >&2; exit 1; fi; exit $$rc
+# pytest's exit code 5 (no test ran) fails the target
+PYTEST = rc=0; $(PY) -m pytest $(1) $(PYTEST_ARGS) || rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "pytest collected no tests in $(1): failing" >&2; exit 1; fi; exit $$rc
+
+test: venv binaries lint ## everything: lint, unit + integration tests (local control plane), then the kind tier
+	@$(call PYTEST,tests --ignore=tests/e2e)
+	$(MAKE) e2e
+
+e2e: venv ## the kind tier: the chart, the example RLJob and the workload in real pods (needs Docker)
+	@$(call PYTEST,tests/e2e)
 
 unit: venv ## unit tests only (no cluster)
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
@@ -41,7 +48,7 @@ unit: venv ## unit tests only (no cluster)
 chaos: venv binaries ## kill -9 the operator mid-flight, 20 seeded runs of 20 RLJobs; prints the table
 	$(PY) -m tests.chaos --runs 20 --jobs 20
 
-demo: venv binaries ## a cluster, the operator and the example RLJob, live
+demo: venv binaries ## kind (or, without Docker, the local control plane), the operator and the example RLJob, live
 	$(PY) -m rlop demo
 
 cluster: venv binaries ## a local control plane with simulated nodes in .rlop/cluster
@@ -49,6 +56,12 @@ cluster: venv binaries ## a local control plane with simulated nodes in .rlop/cl
 
 cluster-down: venv
 	$(PY) -m rlop dev cluster down
+
+kind: ## the kind cluster of the e2e tier and the demo, images built offline (hack/kind/)
+	bash hack/kind/cluster.sh up
+
+kind-down:
+	bash hack/kind/cluster.sh down
 
 clean:
 	rm -rf $(VENV) .rlop .pytest_cache .mypy_cache .ruff_cache

@@ -14,6 +14,7 @@ KIND_VERSION=${KIND_VERSION:-0.33.0}
 CRICTL_VERSION=${CRICTL_VERSION:-1.36.0}
 COREDNS_VERSION=${COREDNS_VERSION:-1.14.2}
 KUBE_ROUTER_VERSION=${KUBE_ROUTER_VERSION:-2.1.0}
+PROMETHEUS_VERSION=${PROMETHEUS_VERSION:-2.53.2}   # the kind image's (Debian's package lacks Kubernetes SD)
 K8S_CMDS="kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kubeadm kube-proxy"
 CACHE=${RLOP_CACHE:-$HOME/.cache/rlop}
 BIN=$CACHE/bin
@@ -70,6 +71,21 @@ build_etcd() {
     -o "$BIN/etcd" go.etcd.io/etcd/server/v3
   "$BIN/etcd" --version
   echo "$ETCD_VERSION" > "$BIN/.etcd.stamp"
+}
+
+build_prometheus() {
+  stamp_ok prometheus "$PROMETHEUS_VERSION" && return
+  local work=$CACHE/build/prometheus mod=github.com/prometheus/prometheus@v0.${PROMETHEUS_VERSION#2.}
+  rm -rf "$work"; mkdir -p "$work"; cd "$work"
+  go mod init local.test/prometheus-bin
+  # its go.mod replaces klog: a wrapper module must carry the same replaces
+  go mod edit -go=1.26.0 -require="$mod" -tool=github.com/prometheus/prometheus/cmd/prometheus \
+    -replace=k8s.io/klog=github.com/simonpasquier/klog-gokit@v0.3.0 \
+    -replace=k8s.io/klog/v2=github.com/simonpasquier/klog-gokit/v3@v3.3.0
+  go mod tidy
+  go build -trimpath -ldflags="-s -w -X github.com/prometheus/common/version.Version=$PROMETHEUS_VERSION" \
+    -o "$BIN/prometheus" github.com/prometheus/prometheus/cmd/prometheus
+  echo "$PROMETHEUS_VERSION" > "$BIN/.prometheus.stamp"
 }
 
 build_kwok() {

@@ -33,8 +33,9 @@ up() {
   node_image=$(bash "$ROOT/hack/kind/images.sh")
   privileged_or_wrap
   if kind get clusters 2>/dev/null | grep -qx "$NAME"; then
-    if [ "$(docker inspect -f '{{.Config.Image}}' "$NAME-control-plane" 2>/dev/null)" != "$node_image" ]; then
-      log "cluster $NAME runs another node image: recreating"; kind delete cluster --name "$NAME"
+    if [ "$(docker inspect -f '{{.Config.Image}} {{.State.Running}}' "$NAME-control-plane" 2>/dev/null)" \
+         != "$node_image true" ]; then
+      log "cluster $NAME is stopped or runs another node image: recreating"; kind delete cluster --name "$NAME"
     fi
   fi
   if ! kind get clusters 2>/dev/null | grep -qx "$NAME"; then
@@ -46,7 +47,7 @@ up() {
     kind export kubeconfig --name "$NAME" --kubeconfig "$KUBECONFIG" >&2
   fi
   log "loading rlop's images"
-  kind load docker-image --name "$NAME" rlop:0.1.0 rlop-workload:dev rlop.local/prometheus:"$SUITE" >&2
+  kind load docker-image --name "$NAME" rlop:0.1.0 rlop-workload:dev "rlop.local/prometheus:v$(cat "$BIN/.prometheus.stamp")" >&2
   kubectl wait --for=condition=Ready nodes --all --timeout=180s >&2
   kubectl -n kube-system rollout status ds/kube-router --timeout=180s >&2
   kubectl -n kube-system rollout status deploy/coredns --timeout=180s >&2

@@ -12,13 +12,13 @@ set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 HERE=$ROOT/hack/kind
 
-bash "$ROOT/hack/build-binaries.sh" etcd k8s kind crictl coredns kuberouter >&2
+bash "$ROOT/hack/build-binaries.sh" etcd k8s kind crictl coredns kuberouter prometheus >&2
 bash "$HERE/rootfs.sh"
 
 NODE_KEY=$(key "$BASE_IMAGE $NODE_ROOTFS_IMAGE $K8S_VERSION $(cat "$HERE"/lib.sh "$HERE"/images.sh \
   "$HERE"/pause.c "$HERE"/node-entrypoint "$HERE"/kube-router.yaml "$BIN"/.*.stamp | sha256sum)")
 NODE_IMAGE=rlop.local/kind-node:v$K8S_VERSION-$NODE_KEY
-PROMETHEUS_IMAGE=rlop.local/prometheus:$SUITE   # Debian's prometheus package; named in hack/kind/values.yaml
+PROMETHEUS_IMAGE=rlop.local/prometheus:v$(cat "$BIN/.prometheus.stamp")   # named in hack/kind/values.yaml
 EXTRA_CA=$(cat /usr/local/share/ca-certificates/*.crt 2>/dev/null || true)
 
 # build ARGS...: `docker build`, quiet unless it fails
@@ -37,7 +37,7 @@ image() {
 component_images() {
   ctx=$CACHE/build/kind-images
   rm -rf "$ctx"; mkdir -p "$ctx"
-  cp "$BIN"/{etcd,kube-apiserver,kube-controller-manager,kube-scheduler,kube-proxy,coredns,kube-router} "$ctx/"
+  cp "$BIN"/{etcd,kube-apiserver,kube-controller-manager,kube-scheduler,kube-proxy,coredns,kube-router,prometheus} "$ctx/"
   gcc -Os -static -o "$ctx/pause" "$HERE/pause.c"
   local want pause etcd coredns
   want=$("$BIN/kubeadm" config images list --kubernetes-version "v$K8S_VERSION")
@@ -83,10 +83,9 @@ DF
   image "$PROMETHEUS_IMAGE" <<'DF'
 ARG BASE
 FROM ${BASE}
-RUN apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-      prometheus >/dev/null && rm -rf /var/lib/apt/lists/* /usr/share/prometheus/web /usr/share/doc
+COPY prometheus /usr/local/bin/prometheus
 USER 65534:65534
-ENTRYPOINT ["/usr/bin/prometheus"]
+ENTRYPOINT ["/usr/local/bin/prometheus"]
 DF
   PRELOAD=("$pause" registry.k8s.io/pause:3.10 "$etcd" "$coredns" rlop.local/kube-router:v2.1.0
     $(printf "registry.k8s.io/%s:v$K8S_VERSION " kube-apiserver kube-controller-manager kube-scheduler kube-proxy))

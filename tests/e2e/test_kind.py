@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from rlop.dev import REPO
-from rlop.dev.kind import NAMESPACE, KindCluster
+from rlop.dev.kind import NAMESPACE, KindCluster, busy_pod
 from tests.conftest import Kubectl, wait_for
 
 pytestmark = pytest.mark.kind
@@ -114,7 +114,7 @@ def test_sandbox_egress_is_blocked_by_the_network_policy(kind: KindCluster, k: K
     controller = pods(k, "controller")[0]["metadata"]["name"]
     assert exec_in(k, controller, "python", "-c", CONNECT, ip, "9090") == (0, "connected"), "control pod reaches it"
     sandbox = pods(k, "sandbox")[0]["metadata"]["name"]
-    rc, out = wait_for(lambda: (r := exec_in(k, sandbox, "python", "-c", CONNECT, ip, "9090"))[0] != 0 and r,
+    _, out = wait_for(lambda: (r := exec_in(k, sandbox, "python", "-c", CONNECT, ip, "9090"))[0] != 0 and r,
                        timeout=30, what="sandbox egress refused")  # fmt: skip
     assert "connected" not in out, out
 
@@ -136,25 +136,12 @@ def test_rollout_and_sandbox_scale_up_and_down_on_live_metrics(kind: KindCluster
     assert {"ScaledUp", "ScaledDown"} <= reasons, reasons
 
 
-BURNER = """
-import multiprocessing, time
-def spin():
-    while True: pass
-for _ in range(2): multiprocessing.Process(target=spin, daemon=True).start()
-time.sleep(3600)
-"""
-
-
 def test_busy_cpu_node_evicts_its_sandbox_pods(kind: KindCluster, k: Kubectl) -> None:
     kind.post(NS, f"{JOB}-controller", 8000, "/load", {"prompts_per_s": 6, "checks_per_prompt": 4})
     on = wait_for(lambda: sorted({p["spec"].get("nodeName") for p in pods(k, "sandbox")} - {None}), timeout=120,
                   what="sandbox pods placed")  # fmt: skip
     busy = on[0]
-    burner = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "burner", "namespace": NS},
-              "spec": {"nodeName": busy, "containers": [{"name": "burn", "image": "rlop-workload:dev",
-                       "imagePullPolicy": "Never", "command": ["python", "-c", BURNER],
-                       "resources": {"requests": {"cpu": "10m"}, "limits": {"cpu": "2"}}}]}}  # fmt: skip
-    k.apply(burner)
+    k.apply(busy_pod("burner", NS, busy))
     try:
         wait_for(lambda: any(e["reason"] == "SandboxEvicted" for e in k.events(JOB)), timeout=180,
                  what=f"SandboxEvicted once {busy} is busy")  # fmt: skip

@@ -4,8 +4,9 @@ live table of every pool (desired/ready, metric, reason) and the sandbox pods pe
 Without Docker it runs on the local control plane with simulated nodes (kwok). Pods there do not run
 code, so the reference workload's roles run as local processes (one per pool, RLOP_SIMULATED=1) that
 export the same metrics and serve at the rate of the replicas rlop keeps ready. Node CPU utilization
-comes from a simulated exporter, and the RLJob's utilizationQuery is pointed at it. With Docker and kind,
-hack/demo-kind.sh does the same on a real kind cluster with the chart, the images and the real workload.
+comes from a simulated exporter, and the RLJob's utilizationQuery is pointed at it. Where a Docker engine
+is installed it runs on a real kind cluster built offline (rlop.dev.kind): the chart with its Prometheus,
+the real workload in real pods, a CPU-burning pod making a CPU node busy.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shutil
 import subprocess
 import sys
 import threading
@@ -21,7 +21,7 @@ import time
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import yaml
 
@@ -50,12 +50,6 @@ PHASES = (
     Phase("verifier-heavy", 60, 6, 4, busy_nodes=("cpu-0",)),
     Phase("idle", 90, 0, 1),
 )
-
-
-def docker_available() -> bool:
-    if not (shutil.which("docker") and shutil.which("kind")):
-        return False
-    return subprocess.run(["docker", "info"], capture_output=True).returncode == 0
 
 
 class Roles:
@@ -101,9 +95,40 @@ def local_job(job_file: Path) -> dict[str, Any]:
     return job
 
 
+def run_kind(duration: float, job_file: Path) -> int:
+    from rlop.dev.kind import KindCluster, busy_pod
+
+    scale = duration / sum(p.seconds for p in PHASES) if duration else 1.0
+    print("Building (first run only) and starting the kind cluster: hack/kind/cluster.sh up ...", flush=True)
+    kind = KindCluster.up()
+    kind.install_rlop()
+    job = yaml.safe_load(job_file.read_text())
+    name, ns = job["metadata"]["name"], job["metadata"].get("namespace", "default")
+    kind.kubectl("apply", "-n", ns, "-f", str(job_file))
+    cpu_nodes = kind.kubectl("get", "nodes", "-l", "rlop.dev/cpu-pool=true", "-o", "name").stdout.split()
+    busy = cpu_nodes[0].split("/")[-1]
+    try:
+        for phase in PHASES:
+            load = {"prompts_per_s": phase.prompts_per_s, "checks_per_prompt": phase.checks_per_prompt}
+            with contextlib.suppress(RuntimeError):  # the controller pod is not up yet
+                kind.post(ns, f"{name}-controller", 8000, "/load", load)
+            if phase.busy_nodes:
+                kind.kubectl("apply", "-f", "-", stdin=json.dumps(busy_pod(f"busy-{busy}", ns, busy)))
+            show(kind, ns, phase, phase.seconds * scale, busy=busy)
+            kind.kubectl("delete", "pod", "-n", ns, f"busy-{busy}", "--ignore-not-found", "--grace-period=0",
+                         "--force", check=False)  # fmt: skip
+    except KeyboardInterrupt:
+        pass
+    summary(kind, ns, name)
+    print(f"\nThe cluster keeps running: export KUBECONFIG={kind.kubeconfig}; `hack/kind/cluster.sh down` ends it.")
+    return 0
+
+
 def run(workdir: Path, duration: float, job_file: Path) -> int:
-    if docker_available() and os.environ.get("RLOP_DEMO_LOCAL") != "1":
-        return subprocess.call(["bash", str(REPO / "hack" / "demo-kind.sh"), str(job_file)])
+    from rlop.dev.kind import docker_installed
+
+    if docker_installed() and os.environ.get("RLOP_DEMO_LOCAL") != "1":
+        return run_kind(duration, job_file)
     scale = duration / sum(p.seconds for p in PHASES) if duration else 1.0
     workdir.mkdir(parents=True, exist_ok=True)
     print(f"No Docker/kind here: a local control plane with simulated nodes in {workdir} ...", flush=True)
@@ -128,6 +153,7 @@ def run(workdir: Path, duration: float, job_file: Path) -> int:
                     stack.exporter.set("rlop_demo_node_utilization", busy, node=node)
                 show(stack.cluster, ns, phase, phase.seconds * scale)
             stop.set()
+            summary(stack.cluster, ns, name)
     except KeyboardInterrupt:
         pass
     finally:
@@ -147,18 +173,38 @@ def sync_replicas(cluster: DevCluster, roles: Roles, job: str, ns: str, stop: th
             roles.post(pool, "/sim/replicas", {"n": int(st.get("ready", 0))})
 
 
-def show(cluster: DevCluster, ns: str, phase: Phase, seconds: float) -> None:
+class Cluster(Protocol):
+    def kubectl(self, *args: str, stdin: str | None = None, check: bool = True) -> subprocess.CompletedProcess[str]: ...
+
+
+def rlop_events(cluster: Cluster, ns: str) -> list[dict[str, Any]]:
+    events = json.loads(cluster.kubectl("-n", ns, "get", "events", "-o", "json").stdout)["items"]
+    return sorted((e for e in events if e.get("source", {}).get("component") == "rlop"),
+                  key=lambda e: e.get("lastTimestamp") or "")  # fmt: skip
+
+
+def summary(cluster: Cluster, ns: str, name: str) -> None:
+    """What happened, left on the terminal after the live table."""
+    counts: dict[str, int] = {}
+    for e in rlop_events(cluster, ns):
+        counts[e.get("reason", "")] = counts.get(e.get("reason", ""), 0) + int(e.get("count") or 1)
+    jobs = json.loads(cluster.kubectl("get", "rljobs", "-A", "-o", "json").stdout)["items"]
+    print(f"\nSummary of {ns}/{name}:\n" + table(jobs))
+    print("decisions: " + ", ".join(f"{r} x{n}" for r, n in sorted(counts.items())))
+
+
+def show(cluster: Cluster, ns: str, phase: Phase, seconds: float, busy: str = "") -> None:
     end = time.monotonic() + seconds
     while time.monotonic() < end:
         jobs = json.loads(cluster.kubectl("get", "rljobs", "-A", "-o", "json").stdout)["items"]
         pods = json.loads(cluster.kubectl("-n", ns, "get", "pods", "-l", "rlop.dev/harvest=true", "-o", "json").stdout)
-        events = json.loads(cluster.kubectl("-n", ns, "get", "events", "-o", "json").stdout)["items"]
-        recent = sorted((e for e in events if e.get("source", {}).get("component") == "rlop"),
-                        key=lambda e: e.get("lastTimestamp") or "")[-6:]  # fmt: skip
+        recent = rlop_events(cluster, ns)[-6:]
         left = int(end - time.monotonic())
-        print("\033[2J\033[H" + f"{time.strftime('%H:%M:%S')}  phase: {phase.name} ({left}s left; "
+        busy_nodes = (busy,) if busy and phase.busy_nodes else phase.busy_nodes
+        # redraw in place: home, then clear the screen below (a terminal UI, not a scrolling log)
+        print("\033[H\033[J" + f"{time.strftime('%H:%M:%S')}  phase: {phase.name} ({left}s left; "
               f"{phase.prompts_per_s:g} prompts/s, {phase.checks_per_prompt} checks each"
-              + (f"; busy: {', '.join(phase.busy_nodes)}" if phase.busy_nodes else "") + ")\n")  # fmt: skip
+              + (f"; busy: {', '.join(busy_nodes)}" if busy_nodes else "") + ")\n")  # fmt: skip
         print(table(jobs))
         print("\nsandbox pods per node: " + placements(pods["items"]))
         print("\nrecent decisions:")

@@ -37,7 +37,9 @@ def binary(name: str) -> str:
     return str(path)
 
 
-def kubectl(kubeconfig: Path, *args: str, stdin: str | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:
+def kubectl(
+    kubeconfig: Path, *args: str, stdin: str | None = None, check: bool = True
+) -> subprocess.CompletedProcess[str]:
     """Run kubectl against `kubeconfig`; a failure raises with kubectl's own message unless `check` is off."""
     cmd = [binary("kubectl"), f"--kubeconfig={kubeconfig}", *args]
     out = subprocess.run(cmd, input=stdin, capture_output=True, text=True, timeout=120)

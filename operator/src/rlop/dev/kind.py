@@ -26,7 +26,21 @@ def docker_installed() -> bool:
     """A Docker engine is running here, or Debian's dockerd is installed (cluster.sh starts it)."""
     if shutil.which("dockerd"):
         return True
-    return shutil.which("docker") is not None and subprocess.run(["docker", "info"], capture_output=True).returncode == 0
+    return bool(shutil.which("docker")) and subprocess.run(["docker", "info"], capture_output=True).returncode == 0
+
+
+BURN = (
+    "import multiprocessing as m, time\ndef spin():\n    while True: pass\n"
+    "for _ in range(2): m.Process(target=spin, daemon=True).start()\ntime.sleep(86400)"
+)
+
+
+def busy_pod(name: str, namespace: str, node: str) -> dict[str, Any]:
+    """Another tenant's pod that keeps `node`'s CPUs busy (harvested sandbox pods must then leave)."""
+    burn = {"name": "burn", "image": "rlop-workload:dev", "imagePullPolicy": "Never", "command": ["python", "-c", BURN],
+            "resources": {"requests": {"cpu": "10m"}, "limits": {"cpu": "2"}}}  # fmt: skip
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": namespace},
+            "spec": {"nodeName": node, "containers": [burn]}}  # fmt: skip
 
 
 class KindCluster:
