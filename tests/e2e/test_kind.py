@@ -73,8 +73,9 @@ def test_trainer_gang_released_together(k: Kubectl) -> None:
 
 def test_prometheus_scrapes_pods_and_kubelets(kind: KindCluster, k: Kubectl) -> None:
     def scraped() -> set[str]:
-        res = kind.promql(f'up{{job="pods",namespace="{NS}"}} == 1')
-        return {r["metric"].get("pool", "") for r in res}
+        """The pools whose pods' own series (labelled by the workload) reach Prometheus."""
+        res = kind.promql(f'group by (pool) ({{job="pods",namespace="{NS}",rljob="{JOB}",pool!=""}})')
+        return {r["metric"]["pool"] for r in res}
 
     wait_for(lambda: set(POOLS) <= scraped(), timeout=120, what="every pool scraped through its annotations")
     nodes = {n["metadata"]["name"] for n in json.loads(kind.kubectl("get", "nodes", "-o", "json").stdout)["items"]}

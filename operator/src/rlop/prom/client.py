@@ -53,12 +53,16 @@ class Prometheus:
         started = time.perf_counter()
         try:
             async with self.limit, self.session.post(f"{self.url}/api/v1/query", data={"query": promql}) as resp:
-                body: dict[str, Any] = await resp.json(content_type=None)
+                body: Any = await resp.json(content_type=None)
+                status = resp.status
         except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
             metrics.PROM_ERRORS.labels("unreachable").inc()
             raise PromError(f"Prometheus unreachable at {self.url}: {type(exc).__name__}", True) from None
         finally:
             metrics.PROM_SECONDS.observe(time.perf_counter() - started)
+        if not isinstance(body, dict):  # e.g. an empty 503 from a proxy in front of a Prometheus not yet up
+            metrics.PROM_ERRORS.labels("unreachable").inc()
+            raise PromError(f"Prometheus at {self.url} answered HTTP {status} without a JSON body", True)
         if body.get("status") != "success":
             metrics.PROM_ERRORS.labels("query").inc()
             raise PromError(f"{body.get('errorType', 'error')}: {body.get('error', 'unknown')}", False)
