@@ -99,10 +99,23 @@ def test_sandbox_runs_code_under_forced_hardening(kind: KindCluster, k: Kubectl)
     assert rc != 0, f"a service-account token is mounted: {out}"
     rc, out = exec_in(k, name, "grep", "NoNewPrivs", "/proc/self/status")
     assert out.split()[-1] == "1", out
-    snippet = {"code": "print(sum(range(10)))", "expected": "45"}
-    assert kind.post(NS, f"{JOB}-sandbox", 8000, "/verify", snippet) == {"passed": True, "stdout": "45"}
-    wrong = kind.post(NS, f"{JOB}-sandbox", 8000, "/verify", {"code": "print(1)", "expected": "2"})
-    assert wrong["passed"] is False
+    # the RL controller's own call: through the sandbox Service, from the controller pod
+    controller = pods(k, "controller")[0]["metadata"]["name"]
+    right = {"code": "print(sum(range(10)))", "expected": "45"}
+    assert verify(k, controller, right) == {"passed": True, "stdout": "45"}
+    assert verify(k, controller, {"code": "print(1)", "expected": "2"})["passed"] is False
+
+
+VERIFY = (
+    "import json, sys, urllib.request as u; req = u.Request(sys.argv[1], sys.argv[2].encode());"
+    " print(u.urlopen(req, timeout=30).read().decode())"
+)
+
+
+def verify(k: Kubectl, from_pod: str, body: dict[str, str]) -> dict[str, Any]:
+    rc, out = exec_in(k, from_pod, "python", "-c", VERIFY, f"http://{JOB}-sandbox:8000/verify", json.dumps(body))
+    assert rc == 0, out
+    return dict(json.loads(out))
 
 
 CONNECT = "import socket,sys; socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=3); print('connected')"
