@@ -253,6 +253,19 @@ class QuietServer(ThreadingHTTPServer):
         """A client that gave up (a timeout under backlog) is not worth a traceback."""
 
 
+def read_body(handler: BaseHTTPRequestHandler) -> dict[str, Any]:
+    """The JSON body, sent with a Content-Length or chunked (as the API server's service proxy forwards it)."""
+    if "chunked" not in handler.headers.get("Transfer-Encoding", "").lower():
+        return json.loads(handler.rfile.read(int(handler.headers.get("Content-Length", 0))) or b"{}")  # type: ignore[no-any-return]
+    data = b""
+    while size := int(handler.rfile.readline().split(b";")[0].strip() or b"0", 16):
+        data += handler.rfile.read(size)
+        handler.rfile.readline()  # the CRLF closing the chunk
+    while handler.rfile.readline().strip():  # trailers, up to the empty line
+        pass
+    return json.loads(data or b"{}")  # type: ignore[no-any-return]
+
+
 def serve_metrics(port: int) -> None:
     """/metrics in the classic text format: its OpenMetrics rendering escapes ':' in metric names
     (vllm:num_requests_waiting would be scraped as vllm_num_requests_waiting)."""
@@ -287,7 +300,7 @@ def main() -> None:
 
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:
-            body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+            body = read_body(self)
             if self.path == "/sim/replicas" and SIMULATED and hasattr(role, "slots"):
                 role.slots.resize(int(body["n"]))
                 out: dict[str, Any] = {"replicas": body["n"]}

@@ -45,6 +45,8 @@ up() {
       --kubeconfig "$KUBECONFIG" --wait 5m >&2
   else
     kind export kubeconfig --name "$NAME" --kubeconfig "$KUBECONFIG" >&2
+    # a cluster that outlived a dockerd restart comes back slowly (RBAC answers Forbidden until bootstrapped)
+    for _ in $(seq 90); do kubectl get --raw /readyz >/dev/null 2>&1 && break; sleep 2; done
   fi
   log "loading rlop's images"
   kind load docker-image --name "$NAME" rlop:0.1.0 rlop-workload:dev "rlop.local/prometheus:v$(cat "$BIN/.prometheus.stamp")" >&2
