@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from rlop.dev import REPO
-from rlop.dev.kind import NAMESPACE, KindCluster, busy_pod
+from rlop.dev.kind import NAMESPACE, SHARED_HOST_PLACEMENT, KindCluster, busy_pod
 from tests.conftest import Kubectl, wait_for
 
 pytestmark = pytest.mark.kind
@@ -165,11 +165,9 @@ def sandbox_spec(k: Kubectl, autoscale: dict[str, Any], placement: dict[str, Any
 
 
 def test_busy_cpu_node_evicts_its_sandbox_pods(kind: KindCluster, k: Kubectl) -> None:
-    # Every kind node shares this machine's CPUs, so one busy tenant cannot push a node far past ~0.65 while
-    # the rest of the cluster runs: the test lowers the threshold and the reserve (a user's edit, taken live) and fixes the
-    # pool's size so that only placement moves pods.
-    lowered = {"maxNodeUtilization": 0.45, "hysteresis": 0.15, "reservedCpu": "0"}  # 2 pods fit an idle node
-    sandbox_spec(k, {"minReplicas": 4, "maxReplicas": 4}, lowered)
+    # thresholds for nodes that share the host's CPUs (a user's edit, taken live); the pool's size fixed so
+    # that only placement moves pods
+    sandbox_spec(k, {"minReplicas": 4, "maxReplicas": 4}, SHARED_HOST_PLACEMENT)
     kind.post(NS, f"{JOB}-controller", 8000, "/load", {"prompts_per_s": 2, "checks_per_prompt": 1})
 
     def busiest() -> str | None:
@@ -188,7 +186,11 @@ def test_busy_cpu_node_evicts_its_sandbox_pods(kind: KindCluster, k: Kubectl) ->
         assert pods(k, "sandbox"), "the pool kept running on the other nodes"
     finally:
         k("delete", "pod", "burner", "--grace-period=0", "--force", check=False)
-        sandbox_spec(k, {"minReplicas": 2, "maxReplicas": 24}, {**dict.fromkeys(lowered), "maxNodeUtilization": 0.7})
+        sandbox_spec(
+            k,
+            {"minReplicas": 2, "maxReplicas": 24},
+            {**dict.fromkeys(SHARED_HOST_PLACEMENT), "maxNodeUtilization": 0.7},
+        )
 
 
 def test_operator_killed_mid_scale_converges(kind: KindCluster, k: Kubectl) -> None:
