@@ -127,7 +127,7 @@ def parser() -> argparse.ArgumentParser:
 
     demo = sub.add_parser("demo", help="a local cluster, the operator and an RLJob, live")
     demo.add_argument("--dir", default=".rlop/demo")
-    demo.add_argument("--duration", type=float, default=120)
+    demo.add_argument("--duration", type=float, default=0, help="seconds (default: the phases' own, 225 s)")
     demo.add_argument("-f", "--file", default=str(REPO / "examples" / "rljob.yaml"))
     demo.set_defaults(func=_demo)
 

@@ -44,10 +44,11 @@ class Phase:
     busy_nodes: tuple[str, ...] = ()  # CPU nodes whose owners get busy (sandbox pods must leave)
 
 
+# A node's utilization is a 1-minute rate: a busy node shows as busy ~30-60 s after its tenant starts.
 PHASES = (
-    Phase("warm-up", 20, 2, 1),
-    Phase("burst of prompts", 60, 12, 1),
-    Phase("verifier-heavy", 60, 6, 4, busy_nodes=("cpu-0",)),
+    Phase("warm-up", 15, 2, 1),
+    Phase("burst of prompts", 45, 12, 1),
+    Phase("verifier-heavy", 75, 6, 4, busy_nodes=("cpu-0",)),
     Phase("idle", 90, 0, 1),
 )
 
