@@ -3,6 +3,7 @@
 #   hack/kind/cluster.sh up     dockerd (started if installed and not running), images, cluster from
 #                               kind-config.yaml, rlop's images loaded, fake GPUs; prints the kubeconfig path
 #   hack/kind/cluster.sh down   delete the cluster
+#   hack/kind/cluster.sh docker dockerd only (started if installed and not running)
 # The kubeconfig is written to $RLOP_KIND_KUBECONFIG (default .rlop/kind/kubeconfig); the user's is untouched.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
@@ -58,5 +59,8 @@ up() {
 }
 
 down() { kind delete cluster --name "$NAME" >&2; }
-
-"${1:?usage: cluster.sh up|down}"
+case ${1:-} in
+  up | down) "$1" ;;
+  docker) ensure_docker ;;
+  *) echo "usage: cluster.sh up|down|docker" >&2; exit 2 ;;
+esac
