@@ -21,6 +21,7 @@ pytestmark = pytest.mark.kind
 NS = "e2e"
 JOB = "grpo-math"
 POOLS = ("trainer", "rollout", "reward", "sandbox", "controller")
+EXAMPLE = REPO / "examples" / "rljob.yaml"
 
 
 @pytest.fixture(scope="module")
@@ -28,7 +29,7 @@ def k(kind: KindCluster) -> Iterator[Kubectl]:
     kind.kubectl("delete", "namespace", NS, "--ignore-not-found", "--wait=true", "--timeout=180s")  # a kept cluster
     kind.kubectl("create", "namespace", NS)
     kube = Kubectl(kind, NS)  # type: ignore[arg-type]
-    kube.apply((REPO / "examples" / "rljob.yaml").read_text())
+    kube.apply(EXAMPLE.read_text())
     try:
         yield kube
     finally:
@@ -186,11 +187,8 @@ def test_busy_cpu_node_evicts_its_sandbox_pods(kind: KindCluster, k: Kubectl) ->
         assert pods(k, "sandbox"), "the pool kept running on the other nodes"
     finally:
         k("delete", "pod", "burner", "--grace-period=0", "--force", check=False)
-        sandbox_spec(
-            k,
-            {"minReplicas": 2, "maxReplicas": 24},
-            {**dict.fromkeys(SHARED_HOST_PLACEMENT), "maxNodeUtilization": 0.7},
-        )
+        example = yaml.safe_load(EXAMPLE.read_text())["spec"]["pools"]["sandbox"]
+        sandbox_spec(k, example["autoscale"], {**dict.fromkeys(SHARED_HOST_PLACEMENT), **example["placement"]})
 
 
 def test_operator_killed_mid_scale_converges(kind: KindCluster, k: Kubectl) -> None:

@@ -87,34 +87,25 @@ class Roles:
             p.wait(10)
 
 
-def local_job(job_file: Path) -> dict[str, Any]:
-    """The example RLJob, with sandbox placement reading the simulated node utilization."""
+def demo_job(job_file: Path, placement: dict[str, Any]) -> dict[str, Any]:
+    """The RLJob of `job_file`, its sandbox placement overridden by `placement`: on simulated nodes the
+    utilizationQuery of the simulated exporter, on kind thresholds that nodes sharing one machine's CPUs
+    can cross."""
     job: dict[str, Any] = yaml.safe_load(job_file.read_text())
     sandbox = job["spec"]["pools"].get("sandbox")
     if sandbox is not None:
-        sandbox.setdefault("placement", {})["utilizationQuery"] = UTILIZATION_QUERY
-    return job
-
-
-def kind_job(job_file: Path) -> dict[str, Any]:
-    """The example RLJob, harvesting below thresholds that nodes sharing one machine's CPUs can cross."""
-    from rlop.dev.kind import SHARED_HOST_PLACEMENT
-
-    job: dict[str, Any] = yaml.safe_load(job_file.read_text())
-    sandbox = job["spec"]["pools"].get("sandbox")
-    if sandbox is not None:
-        sandbox.setdefault("placement", {}).update(SHARED_HOST_PLACEMENT)
+        sandbox.setdefault("placement", {}).update(placement)
     return job
 
 
 def run_kind(duration: float, job_file: Path) -> int:
-    from rlop.dev.kind import KindCluster, busy_pod
+    from rlop.dev.kind import SHARED_HOST_PLACEMENT, KindCluster, busy_pod
 
     scale = duration / sum(p.seconds for p in PHASES) if duration else 1.0
     print("Building (first run only) and starting the kind cluster: hack/kind/cluster.sh up ...", flush=True)
     kind = KindCluster.up()
     kind.install_rlop()
-    job = kind_job(job_file)
+    job = demo_job(job_file, SHARED_HOST_PLACEMENT)
     name, ns = job["metadata"]["name"], job["metadata"].get("namespace", "default")
     kind.kubectl("apply", "-n", ns, "-f", "-", stdin=json.dumps(job))
     cpu_nodes = kind.kubectl("get", "nodes", "-l", "rlop.dev/cpu-pool=true", "-o", "name").stdout.split()
@@ -144,7 +135,7 @@ def run(workdir: Path, duration: float, job_file: Path) -> int:
     scale = duration / sum(p.seconds for p in PHASES) if duration else 1.0
     workdir.mkdir(parents=True, exist_ok=True)
     print(f"No Docker/kind here: a local control plane with simulated nodes in {workdir} ...", flush=True)
-    job = local_job(job_file)
+    job = demo_job(job_file, {"utilizationQuery": UTILIZATION_QUERY})
     name, ns = job["metadata"]["name"], job["metadata"].get("namespace", "default")
     roles = Roles(workdir, name, ns)
     try:

@@ -20,8 +20,8 @@ from rlop.dev.cluster import binary, kubectl
 NAMESPACE = "rlop-system"
 RELEASE = "rlop"
 VALUES = REPO / "hack" / "kind" / "values.yaml"
-# Every kind node shares this machine's few CPUs, so one busy tenant cannot push a node much past ~0.65
-# while the rest of the cluster runs: the demo and the eviction test harvest below these thresholds (two
+# Every kind node shares this machine's few CPUs: a CPU-burning pod took a node only to 0.65-0.77 (measured)
+# while the rest of the cluster ran, so the demo and the eviction test harvest below these thresholds (two
 # 250m sandbox pods fit an idle node; a CPU-burning pod makes it busy).
 SHARED_HOST_PLACEMENT = {"maxNodeUtilization": 0.45, "hysteresis": 0.15, "reservedCpu": "0"}
 
