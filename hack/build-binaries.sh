@@ -1,15 +1,14 @@
 #!/usr/bin/env bash
 # Build the local control plane binaries from Go modules into a version-keyed cache outside the repo.
 #   kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, and for kind's node image kubelet,
-#   kubeadm, kube-proxy (k8s.io/kubernetes via a wrapper module)
-#   etcd (go.etcd.io/etcd/server/v3 via a wrapper module), kwok (sigs.k8s.io/kwok), helm (helm.sh/helm/v4)
+#   kubeadm, kube-proxy (k8s.io/kubernetes), etcd, kwok and helm: one wrapper module (hack/control-plane/)
 #   and for the kind tier: kind, crictl, coredns, kube-router (plain `go install` of their modules)
 # Re-running is cheap: each component is skipped when its stamp matches.
 set -euo pipefail
 K8S_VERSION=${K8S_VERSION:-1.36.3}
 ETCD_VERSION=${ETCD_VERSION:-3.6.16}
 KWOK_VERSION=${KWOK_VERSION:-0.8.0}
-HELM_VERSION=${HELM_VERSION:-4.3.2}
+HELM_VERSION=${HELM_VERSION:-4.2.4}   # the 4.2 line builds on k8s.io v0.36, as the control plane does
 KIND_VERSION=${KIND_VERSION:-0.33.0}
 CRICTL_VERSION=${CRICTL_VERSION:-1.36.0}
 COREDNS_VERSION=${COREDNS_VERSION:-1.14.2}
@@ -31,14 +30,17 @@ go_install() {
   GOBIN=$BIN go install -trimpath -ldflags="-s -w ${4:-}" "$3@v$2"
   echo "$2" > "$BIN/.$1.stamp"
 }
-build_k8s() {
-  stamp_ok k8s "$K8S_VERSION" && return
-  local work=$CACHE/build/k8s minor staging ldf
+# The control plane, etcd, kwok and helm in one wrapper module: one module graph, so the k8s.io libraries,
+# grpc and the rest they share compile once (helm and kwok are pinned to releases on the same k8s.io minor).
+build_control_plane() {
+  local key="k8s $K8S_VERSION etcd $ETCD_VERSION kwok $KWOK_VERSION helm $HELM_VERSION"
+  stamp_ok control-plane "$key" && return
+  local work=$CACHE/build/control-plane minor staging ldf
   minor=$(echo "$K8S_VERSION" | cut -d. -f2); staging=v0.${K8S_VERSION#1.}
-  mkdir -p "$work"; cp "$ROOT/hack/k8s/go.mod" "$ROOT/hack/k8s/go.sum" "$work/" 2>/dev/null || true
+  mkdir -p "$work"; cp "$ROOT/hack/control-plane/go.mod" "$ROOT/hack/control-plane/go.sum" "$work/" 2>/dev/null || true
   cd "$work"
-  if ! grep -q "k8s.io/kubernetes v$K8S_VERSION" go.mod 2>/dev/null || ! grep -q cmd/kubelet go.mod; then
-    rm -f go.mod go.sum; go mod init local.test/k8s-bins
+  if ! grep -q "^// $key\$" go.mod 2>/dev/null; then
+    rm -f go.mod go.sum; go mod init local.test/rlop-control-plane
     go mod edit -go=1.26.0 -require=k8s.io/kubernetes@v$K8S_VERSION
     local upstream
     upstream=$(go mod download -json "k8s.io/kubernetes@v$K8S_VERSION" | python3 -c 'import json,sys;print(json.load(sys.stdin)["GoMod"])')
@@ -46,31 +48,30 @@ build_k8s() {
       go mod edit -replace="$m=$m@$staging"
     done
     for c in $K8S_CMDS; do go mod edit -tool=k8s.io/kubernetes/cmd/$c; done
+    go mod edit -require=go.etcd.io/etcd/server/v3@v$ETCD_VERSION -tool=go.etcd.io/etcd/server/v3 \
+      -require=sigs.k8s.io/kwok@v$KWOK_VERSION -tool=sigs.k8s.io/kwok/cmd/kwok \
+      -require=helm.sh/helm/v4@v$HELM_VERSION -tool=helm.sh/helm/v4/cmd/helm
     go mod tidy
-    cp go.mod go.sum "$ROOT/hack/k8s/"
+    { echo "// $key"; cat go.mod; } > go.mod.new && mv go.mod.new go.mod
+    mkdir -p "$ROOT/hack/control-plane"; cp go.mod go.sum "$ROOT/hack/control-plane/"
   fi
-  ldf="-s -w"
+  ldf="-s -w -X go.etcd.io/etcd/api/v3/version.GitSHA=v$ETCD_VERSION"
+  ldf+=" -X helm.sh/helm/v4/internal/version.version=v$HELM_VERSION"
   for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
     ldf+=" -X $p.gitVersion=v$K8S_VERSION -X $p.gitMajor=1 -X $p.gitMinor=$minor -X $p.gitTreeState=clean -X $p.buildDate=1970-01-01T00:00:00Z"
   done
   # shellcheck disable=SC2046
   go build -trimpath -tags=selinux,notest,grpcnotrace -ldflags="$ldf" -o "$BIN/" \
-    $(printf 'k8s.io/kubernetes/cmd/%s ' $K8S_CMDS)
-  "$BIN/kube-apiserver" --version
+    $(printf 'k8s.io/kubernetes/cmd/%s ' $K8S_CMDS) go.etcd.io/etcd/server/v3 sigs.k8s.io/kwok/cmd/kwok helm.sh/helm/v4/cmd/helm
+  mv "$BIN/server" "$BIN/etcd"
+  "$BIN/kube-apiserver" --version; "$BIN/etcd" --version | sed -n 1p; "$BIN/helm" version --short
+  # kwok ships no built-in stages in standalone mode: keep the "fast" stage set beside the binary.
+  local src=$GOMODCACHE/sigs.k8s.io/kwok@v$KWOK_VERSION/kustomize/stage
+  { for f in node/fast/node-initialize.yaml node/heartbeat-with-lease/node-heartbeat-with-lease.yaml \
+             pod/fast/pod-ready.yaml pod/fast/pod-complete.yaml pod/fast/pod-delete.yaml; do
+      cat "$src/$f"; echo "---"; done; } > "$BIN/kwok-stages.yaml"
   echo "$K8S_VERSION" > "$BIN/.k8s.stamp"
-}
-
-build_etcd() {
-  stamp_ok etcd "$ETCD_VERSION" && return
-  local work=$CACHE/build/etcd
-  rm -rf "$work"; mkdir -p "$work"; cd "$work"
-  go mod init local.test/etcd-bin
-  go mod edit -go=1.26.0 -require=go.etcd.io/etcd/server/v3@v$ETCD_VERSION -tool=go.etcd.io/etcd/server/v3
-  go mod tidy
-  go build -trimpath -ldflags="-s -w -X go.etcd.io/etcd/api/v3/version.GitSHA=v$ETCD_VERSION" \
-    -o "$BIN/etcd" go.etcd.io/etcd/server/v3
-  "$BIN/etcd" --version
-  echo "$ETCD_VERSION" > "$BIN/.etcd.stamp"
+  echo "$key" > "$BIN/.control-plane.stamp"
 }
 
 build_prometheus() {
@@ -88,19 +89,6 @@ build_prometheus() {
   echo "$PROMETHEUS_VERSION" > "$BIN/.prometheus.stamp"
 }
 
-build_kwok() {
-  stamp_ok kwok "$KWOK_VERSION" && return
-  # kwok ships no built-in stages in standalone mode: keep the "fast" stage set beside the binary.
-  local src=$GOMODCACHE/sigs.k8s.io/kwok@v$KWOK_VERSION/kustomize/stage
-  go_install kwok "$KWOK_VERSION" sigs.k8s.io/kwok/cmd/kwok
-  { for f in node/fast/node-initialize.yaml node/heartbeat-with-lease/node-heartbeat-with-lease.yaml \
-             pod/fast/pod-ready.yaml pod/fast/pod-complete.yaml pod/fast/pod-delete.yaml; do
-      cat "$src/$f"; echo "---"; done; } > "$BIN/kwok-stages.yaml"
-}
-
-build_helm() {
-  go_install helm "$HELM_VERSION" helm.sh/helm/v4/cmd/helm "-X helm.sh/helm/v4/internal/version.version=v$HELM_VERSION"
-}
 build_kind() { go_install kind "$KIND_VERSION" sigs.k8s.io/kind; }
 build_crictl() {
   go_install crictl "$CRICTL_VERSION" sigs.k8s.io/cri-tools/cmd/crictl \
@@ -112,5 +100,8 @@ build_kuberouter() {
     "-X github.com/cloudnativelabs/kube-router/v2/pkg/version.Version=v$KUBE_ROUTER_VERSION"
 }
 
-for c in ${*:-etcd kwok k8s helm}; do "build_$c"; done
+for c in ${*:-control_plane}; do
+  case $c in etcd | k8s | kwok | helm) c=control_plane ;; esac  # built together
+  "build_$c"
+done
 echo "binaries in $BIN"

@@ -17,6 +17,7 @@ def kind() -> Iterator[KindCluster]:
     cluster = KindCluster.up()
     try:
         cluster.install_rlop()
+        cluster.remove_demo_jobs()  # `make demo` keeps its cluster and job running
         yield cluster
     finally:
         if os.environ.get("RLOP_KIND_KEEP") != "1":

@@ -25,7 +25,7 @@ from typing import Any, Protocol
 
 import yaml
 
-from rlop.dev import REPO
+from rlop.dev import DEMO_LABEL, REPO
 from rlop.dev.cluster import DevCluster, default_nodes, free_port
 from rlop.dev.stack import Stack
 from rlop.top import placements, table
@@ -92,6 +92,7 @@ def demo_job(job_file: Path, placement: dict[str, Any]) -> dict[str, Any]:
     utilizationQuery of the simulated exporter, on kind thresholds that nodes sharing one machine's CPUs
     can cross."""
     job: dict[str, Any] = yaml.safe_load(job_file.read_text())
+    job["metadata"].setdefault("labels", {})[DEMO_LABEL] = "true"
     sandbox = job["spec"]["pools"].get("sandbox")
     if sandbox is not None:
         sandbox.setdefault("placement", {}).update(placement)

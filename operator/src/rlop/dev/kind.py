@@ -14,7 +14,7 @@ import urllib.parse
 from pathlib import Path
 from typing import Any
 
-from rlop.dev import REPO
+from rlop.dev import DEMO_LABEL, REPO
 from rlop.dev.cluster import binary, kubectl
 
 NAMESPACE = "rlop-system"
@@ -83,6 +83,16 @@ class KindCluster:
         # a new operator image under the same tag: roll the Deployment so the pods run it
         self.kubectl("-n", NAMESPACE, "rollout", "restart", f"deploy/{RELEASE}")
         self.kubectl("-n", NAMESPACE, "rollout", "status", f"deploy/{RELEASE}", "--timeout=180s")
+
+    def remove_demo_jobs(self) -> None:
+        """Delete the RLJobs `rlop demo` left running (it keeps the cluster up) and wait for their pods: on a
+        reused cluster they would hold the GPUs the e2e tier's job needs."""
+        out = self.kubectl("get", "rljobs", "-A", "-l", f"{DEMO_LABEL}=true", "-o", "json", check=False)
+        for job in json.loads(out.stdout or '{"items": []}')["items"]:
+            name, ns = job["metadata"]["name"], job["metadata"]["namespace"]
+            self.kubectl("delete", "rljob", "-n", ns, name, "--wait=true", "--timeout=120s")
+            self.kubectl("wait", "--for=delete", "pod", "-n", ns, "-l", f"rlop.dev/job={name}", "--timeout=180s",
+                         check=False)  # fmt: skip
 
     def service_path(self, namespace: str, service: str, port: int, path: str) -> str:
         """The API server's proxy path to a Service (no port-forward needed)."""
