@@ -70,7 +70,6 @@ build_control_plane() {
   { for f in node/fast/node-initialize.yaml node/heartbeat-with-lease/node-heartbeat-with-lease.yaml \
              pod/fast/pod-ready.yaml pod/fast/pod-complete.yaml pod/fast/pod-delete.yaml; do
       cat "$src/$f"; echo "---"; done; } > "$BIN/kwok-stages.yaml"
-  echo "$K8S_VERSION" > "$BIN/.k8s.stamp"
   echo "$key" > "$BIN/.control-plane.stamp"
 }
 

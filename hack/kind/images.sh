@@ -16,7 +16,7 @@ bash "$ROOT/hack/build-binaries.sh" etcd k8s kind crictl coredns kuberouter prom
 bash "$HERE/rootfs.sh"
 
 NODE_KEY=$(key "$BASE_IMAGE $NODE_ROOTFS_IMAGE $K8S_VERSION $(cat "$HERE"/lib.sh "$HERE"/images.sh \
-  "$HERE"/pause.c "$HERE"/node-entrypoint "$HERE"/kube-router.yaml "$BIN"/.{k8s,etcd,coredns,kube-router,crictl}.stamp \
+  "$HERE"/pause.c "$HERE"/node-entrypoint "$HERE"/kube-router.yaml "$BIN"/.{control-plane,coredns,kube-router,crictl}.stamp \
   | sha256sum)")
 NODE_IMAGE=rlop.local/kind-node:v$K8S_VERSION-$NODE_KEY
 PROMETHEUS_IMAGE=rlop.local/prometheus:v$(cat "$BIN/.prometheus.stamp")   # named in hack/kind/values.yaml
