@@ -219,3 +219,9 @@ def test_scale_events_expire_after_the_longest_period() -> None:
     assert record_scale(events, s, 5, 3, NOW + timedelta(seconds=61)) == [
         ScaleEvent(time=NOW + timedelta(seconds=61), change=-2)
     ]
+
+
+@pytest.mark.parametrize(("value", "target"), [(1e308, 0.5), (-1e308, 0.5), (1e15, 1e-9)])
+def test_an_overflowing_demand_is_the_most_or_none_not_a_crash(value: float, target: float) -> None:
+    replicas, _ = propose(spec(target="Value", value=target), 0, value, 2, 2)
+    assert replicas == (0 if value < 0 else 10**9)

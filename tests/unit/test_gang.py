@@ -101,3 +101,10 @@ def test_best_fit_packs_before_spreading() -> None:
     free = free_capacity(nodes, [])
     placed, unplaced = place_all([pod("x", cpu=3), pod("y", cpu=1)], nodes, free)
     assert placed == {"x": "b", "y": "b"} and not unplaced
+
+
+def test_ranks_beyond_the_world_size_are_never_released() -> None:
+    """Someone scaled the StatefulSet to 5 by hand: the gang is still the 2 ranks the spec asks for."""
+    pods = [replace(p, name=f"j-trainer-{i}", index=i) for i, p in enumerate(trainers(5))]
+    d = plan_gang(2, pods, STS, GPU_NODES, [])
+    assert (d.reason, list(d.release)) == ("Released", ["j-trainer-0", "j-trainer-1"])

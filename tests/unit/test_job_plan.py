@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
-from rlop.plan.job import JobObservation, base_replicas, plan_job, with_apply_errors
-from rlop.plan.observed import child_info
+from rlop.plan.job import JobObservation, base_replicas, owned, plan_job, with_apply_errors
+from rlop.plan.observed import ChildInfo, Owner, child_info
 
 from .builders import job, node, pod
 
@@ -90,3 +90,41 @@ def test_child_info_reads_the_hash_and_readiness() -> None:
     info = child_info({"kind": "Deployment", "metadata": meta, "spec": {"replicas": 3}, "status": status})
     assert replace(info) == info
     assert (info.spec_hash, info.replicas, info.ready, info.up_to_date) == ("abc", 3, 2, False)
+
+
+def test_a_child_changed_outside_rlop_is_reapplied_and_unknown_versions_are_checked_once() -> None:
+    j = job()
+    first, children = _settled(j, [])
+    j = j.model_copy(update={"status": first.status})
+    children = {key: replace(c, version="g1") for key, c in children.items()}
+    written = dict.fromkeys(children, "g1")
+    assert plan_job(JobObservation(j, children=children, nodes=NODES, written=written), NOW).apply == []
+    edited = {**children, ("Deployment", "j-rollout"): replace(children[("Deployment", "j-rollout")], version="g2")}
+    plan = plan_job(JobObservation(j, children=edited, nodes=NODES, written=written), NOW)
+    assert [m["metadata"]["name"] for m in plan.apply] == ["j-rollout"]
+    assert plan.drift == [("Deployment", "j-rollout")]
+    assert not {"Created", "Updated"} & {e.reason for e in plan.events}  # DriftCorrected only if the apply moved it
+    restarted = plan_job(JobObservation(j, children=children, nodes=NODES), NOW)  # nothing remembered
+    assert sorted(restarted.drift) == sorted(children)
+
+
+def test_only_what_the_job_owns_is_its_own() -> None:
+    j = job()
+    _, children = _settled(j, [])
+    sts = replace(children[("StatefulSet", "j-trainer")], uid="sts-uid")
+    children[("StatefulSet", "j-trainer")] = sts
+    children[("Deployment", "j-tensorboard")] = ChildInfo("Deployment", "j-tensorboard")  # labelled, no owner
+    children[("Service", "j-x")] = ChildInfo("Service", "j-x", owner=Owner("RLJob", "j", "another-uid"))
+    pods = [
+        pod("j-trainer-0", pool="trainer", owner=Owner("StatefulSet", "j-trainer", "sts-uid")),
+        pod("j-rollout-5d4f-abc", pool="rollout", owner=Owner("ReplicaSet", "j-rollout-5d4f", "rs")),
+        pod("j-sandbox-h1", pool="sandbox", harvest=True, owner=Owner("RLJob", "j", "uid-1")),
+        pod("impostor", pool="trainer"),
+        pod("lookalike", pool="rollout", owner=Owner("ReplicaSet", "other-rollout-1", "rs2")),
+    ]
+    ours, own_pods = owned(j, children, pods)
+    assert ("Deployment", "j-tensorboard") not in ours and ("Service", "j-x") not in ours
+    assert ("StatefulSet", "j-trainer") in ours
+    assert [p.name for p in own_pods] == ["j-trainer-0", "j-rollout-5d4f-abc", "j-sandbox-h1"]
+    plan = plan_job(JobObservation(j, children=ours, nodes=NODES), NOW)
+    assert plan.delete == []  # the user's look-alikes are never deleted

@@ -92,3 +92,28 @@ def test_harvested_sandbox_pods_are_pinned_hardened_and_low_priority() -> None:
     assert c["securityContext"]["capabilities"] == {"drop": ["ALL"]}
     assert c["resources"]["limits"] == {"cpu": 1, "memory": "1Gi"}
     assert pod["metadata"]["labels"]["rlop.dev/harvest"] == "true"
+
+
+def test_every_sandbox_container_is_hardened_init_containers_too() -> None:
+    weak = {"runAsNonRoot": False, "allowPrivilegeEscalation": True, "runAsUser": 0, "capabilities": {"add": ["X"]}}
+    probe = {"httpGet": {"host": "169.254.169.254", "port": 80}}
+    spec = {
+        "securityContext": {"seccompProfile": {"type": "Localhost", "localhostProfile": "p.json"}, "runAsUser": 0},
+        "initContainers": [{**container("init", requests={"cpu": 1, "memory": "1Gi"}), "securityContext": weak}],
+        "containers": [{**container(requests={"cpu": 1, "memory": "1Gi"}), "livenessProbe": probe,
+                        "lifecycle": {"preStop": {"tcpSocket": {"host": "10.0.0.1", "port": 22}}}}],
+    }  # fmt: skip
+    j = job(sandbox={"replicas": 1, "placement": {"strategy": "default"}, "template": {"spec": spec}})
+    (deployment,) = [m for m in render(j, {"trainer": 2, "rollout": 1, "sandbox": 1}) if m["metadata"]["name"] ==
+                     "j-sandbox" and m["kind"] == "Deployment"]  # fmt: skip
+    pod = deployment["spec"]["template"]["spec"]
+    assert pod["securityContext"]["seccompProfile"] == {"type": "Localhost", "localhostProfile": "p.json"}  # kept
+    assert pod["securityContext"]["runAsUser"] == 65532 and pod["securityContext"]["runAsNonRoot"] is True
+    for c in pod["containers"] + pod["initContainers"]:
+        sec = c["securityContext"]
+        assert (sec["allowPrivilegeEscalation"], sec["runAsNonRoot"], sec["privileged"]) == (False, True, False)
+        assert sec["capabilities"] == {"drop": ["ALL"]} and "runAsUser" not in sec
+        assert c["resources"]["limits"] == {"cpu": 1, "memory": "1Gi"}
+        assert {"name": "tmp", "mountPath": "/tmp"} in c["volumeMounts"]
+    main = pod["containers"][0]
+    assert "host" not in main["livenessProbe"]["httpGet"] and "host" not in main["lifecycle"]["preStop"]["tcpSocket"]

@@ -24,8 +24,8 @@ from rlop.config import Config
 from rlop.kube.client import Kube, KubeError
 from rlop.kube.lease import Lease
 from rlop.plan.autoscale import Reading
-from rlop.plan.job import JobObservation, JobPlan, base_replicas, plan_job, with_apply_errors
-from rlop.plan.observed import COST_ANNOTATION, ChildInfo, NodeInfo, PodInfo, pod_info
+from rlop.plan.job import JobObservation, JobPlan, base_replicas, owned, plan_job, with_apply_errors
+from rlop.plan.observed import COST_ANNOTATION, ChildInfo, NodeInfo, PodInfo, controller_owner, pod_info, version
 from rlop.plan.render import GANG_GATE, HASH_ANNOTATION, harvests
 from rlop.plan.scaling import Scaling, autoscaled_pools, plan_scaling
 from rlop.plan.status import SYNCED, Event, find, set_condition
@@ -35,6 +35,7 @@ from rlop.prom.promql import per_pod
 log = logging.getLogger("rlop")
 WATCH_LAG = 10.0  # seconds to trust our own write over a watch that has not caught up
 JobKey = tuple[str, str]  # (namespace, name)
+Refusal = tuple[str, str, str]  # (kind, name, why): a write the API server (or rlop) refused
 
 # kopf index names (the handler functions in rlop.handlers); values are kopf Stores of snapshots
 INDEXES = ("rljob_index", "job_pods", "node_pods", "node_index")
@@ -49,7 +50,8 @@ class Controller:
         self.lease = lease
         self.leading = lease is None
         self.written: dict[JobKey, tuple[str | None, RLJobStatus]] = {}  # the status rlop last wrote
-        self.applied: dict[tuple[str, str, str], tuple[str, float]] = {}  # child -> (hash, when)
+        self.applied: dict[tuple[str, str, str], tuple[str, float, str | None]] = {}  # child -> (hash, when, version)
+        self.refused: dict[JobKey, list[Refusal]] = {}  # pod writes refused in the last full pass
         self.pending: dict[tuple[str, str], tuple[PodInfo, float]] = {}  # pods created, not yet watched
         self.gone: dict[tuple[str, str], float] = {}  # pods deleted or evicted, maybe still watched
         self.indexes: Mapping[str, Any] | None = None
@@ -93,7 +95,7 @@ class Controller:
         leading = self.lease is None or self.lease.is_leader()
         if leading != self.leading:
             self.leading = leading
-            self.written, self.applied, self.pending, self.gone = {}, {}, {}, {}
+            self.written, self.applied, self.pending, self.gone, self.refused = {}, {}, {}, {}, {}
             if leading:
                 self.dirty |= set(self.jobs())
         return leading
@@ -125,11 +127,13 @@ class Controller:
             started = time.perf_counter()
             try:
                 plan, obs = self.plan(key, job, results, now, view)
-            except Exception:  # one job's failure must not stop the others
+            except Exception as exc:  # one job's failure must not stop the others
                 log.exception("Planning RLJob %s/%s failed", *key)
                 metrics.RECONCILE_ERRORS.inc()
+                work.append(self.report_problem(body, "PlanningFailed", f"{type(exc).__name__}: {exc}", now))
                 continue
-            work.append(self.commit(limit, key, body, job, plan, obs, now, time.perf_counter() - started))
+            elapsed = time.perf_counter() - started
+            work.append(self.commit(limit, key, body, job, plan, obs, now, elapsed, full))
         await asyncio.gather(*work)
 
     # ------------------------------------------------------------------ one job
@@ -183,12 +187,13 @@ class Controller:
         problem: str | None,
     ) -> JobObservation:
         idx = self.indexes or {}
-        children: dict[tuple[str, str], ChildInfo] = {
+        labelled: dict[tuple[str, str], ChildInfo] = {
             (c.kind, c.name): c for name in CHILD_INDEXES for c in idx[name].get(key, [])
         }
+        children, pods = owned(job, labelled, list(idx["job_pods"].get(key, [])))
         nodes, bound = view
-        pods = self._fresh(list(idx["job_pods"].get(key, [])), job=key)
-        return JobObservation(job, children, pods, nodes, bound, utilization, problem)
+        written = {(kind, name): v for (ns, kind, name), (_, _, v) in self.applied.items() if ns == key[0] and v}
+        return JobObservation(job, children, self._fresh(pods, job=key), nodes, bound, utilization, problem, written)
 
     def _fresh(self, pods: list[PodInfo], job: JobKey | None = None) -> list[PodInfo]:
         """Pods as the watch shows them, corrected by rlop's own writes the watch has not shown yet."""
@@ -244,7 +249,7 @@ class Controller:
 
     async def commit(
         self, limit: asyncio.Semaphore, key: JobKey, body: Mapping[str, Any], job: RLJob, plan: JobPlan,
-        obs: JobObservation, now: datetime, planning: float,
+        obs: JobObservation, now: datetime, planning: float, full: bool,
     ) -> None:  # fmt: skip
         """Carry out one job's plan and report it: writes, status, events."""
         async with limit:
@@ -252,11 +257,19 @@ class Controller:
             if not self.may_act():
                 return  # lost the Lease mid-pass: another replica acts now
             try:
-                errors = await self.execute(job, plan, obs)
+                refusals, corrected = await self.execute(job, plan, obs)
+                if full:  # sandbox pods are written in full passes only: their refusals hold until the next
+                    self.refused[key] = [r for r in refusals if r[0] == "Pod"]
+                else:
+                    refusals += self.refused.get(key, [])
+                errors = [message for _, _, message in refusals]
                 status = with_apply_errors(plan.status, errors, now)
                 await self.write_status(job, status)
                 metrics.set_pools(*key, status)
-                for event in plan.events:
+                failed = {(kind, name) for kind, name, _ in refusals}
+                for event in [*plan.events, *corrected]:
+                    if failed.intersection(event.needs):
+                        continue  # it did not happen
                     if event.reason in ("ScaledUp", "ScaledDown"):
                         pool = event.message.split(" ", 1)[0]
                         metrics.SCALE_DECISIONS.labels(*key, pool, event.reason[6:].lower()).inc()
@@ -271,9 +284,10 @@ class Controller:
                 metrics.RECONCILE_ERRORS.inc()
             metrics.RECONCILE_SECONDS.observe(time.perf_counter() - started)
 
-    async def execute(self, job: RLJob, plan: JobPlan, obs: JobObservation) -> list[str]:
-        """Carry out the plan's writes; return what the API server refused (reported, not raised)."""
-        ns, errors = job.metadata.namespace, []
+    async def execute(self, job: RLJob, plan: JobPlan, obs: JobObservation) -> tuple[list[Refusal], list[Event]]:
+        """Carry out the plan's writes; return what was refused (reported, not raised) and the drift that
+        was corrected."""
+        ns, errors, corrected = job.metadata.namespace, [], []
         for pod, cost in plan.pod_costs.items():  # before the scale-down, so the right pods go
             await self.kube.annotate_pod(ns, pod, {COST_ANNOTATION: str(cost)})
             metrics.API_WRITES.labels("deletion-cost").inc()
@@ -288,14 +302,22 @@ class Controller:
                 and key[1:] in obs.children
             ):
                 continue  # just written; the watch has not delivered it yet
+            child = key[1:]
             try:
-                await self.kube.apply(manifest)
-                self.applied[key] = (digest, time.monotonic())
+                if child not in obs.children and key[1] != "Pod" and (taken := await self.taken(job, *child)):
+                    errors.append((*child, taken))
+                    continue
+                result = await self.kube.apply(manifest)
+                after = version(result or {})
+                self.applied[key] = (digest, time.monotonic(), after)
                 if manifest["kind"] == "Pod":
                     self.gone.pop((ns, manifest["metadata"]["name"]), None)
+                elif child in plan.drift and after != obs.children[child].version:
+                    message = f"reverted {child[0]} {child[1]}: its spec was changed outside rlop"
+                    corrected.append(Event("Normal", "DriftCorrected", message))
                 metrics.API_WRITES.labels("apply").inc()
             except KubeError as exc:
-                errors.append(f"{manifest['kind']} {manifest['metadata']['name']}: {exc.message}")
+                errors.append((*child, f"{child[0]} {child[1]}: {exc.message}"))
         for kind, name in plan.delete:
             await self.kube.delete(kind, ns, name)
             metrics.API_WRITES.labels("delete").inc()
@@ -311,11 +333,19 @@ class Controller:
                 self.pending.pop((ns, pod), None)
                 metrics.API_WRITES.labels("evict").inc()
             except KubeError as exc:  # 429: a PodDisruptionBudget says not now; try again next interval
-                errors.append(f"eviction of {pod} refused: {exc.message}")
+                errors.append(("Eviction", pod, f"eviction of {pod} refused: {exc.message}"))
         for pod in plan.release:
             await self.kube.remove_scheduling_gate(ns, pod, GANG_GATE)
             metrics.API_WRITES.labels("release").inc()
-        return errors
+        return errors, corrected
+
+    async def taken(self, job: RLJob, kind: str, name: str) -> str | None:
+        """Why a child's name is not free: an object rlop did not create for this job has it."""
+        found = await self.kube.get(kind, job.metadata.namespace, name)
+        owner = controller_owner((found or {}).get("metadata") or {})
+        if found is None or (owner is not None and owner.uid == job.metadata.uid):
+            return None
+        return f"{kind} {name} already exists and was not created by rlop for this RLJob: rlop does not take it over"
 
     async def write_status(self, job: RLJob, status: RLJobStatus) -> None:
         new = status.model_dump(mode="json", exclude_none=True)
@@ -326,16 +356,21 @@ class Controller:
             metrics.API_WRITES.labels("status").inc()
 
     async def report_invalid(self, body: Mapping[str, Any], exc: ValidationError, now: datetime) -> None:
-        meta = body["metadata"]
         problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()[:5])
-        old = RLJobStatus.model_validate(body.get("status") or {})
-        conditions = set_condition(
-            old.conditions, SYNCED, "False", "InvalidSpec", problems, now, meta.get("generation")
-        )
-        status = old.model_copy(update={"phase": "Error", "conditions": conditions})
-        if status != old:
-            await self.kube.patch_status(meta["namespace"], meta["name"], status.model_dump(mode="json"))
-            await self.post(body, Event("Warning", "InvalidSpec", problems))
+        await self.report_problem(body, "InvalidSpec", problems, now)
+
+    async def report_problem(self, body: Mapping[str, Any], reason: str, message: str, now: datetime) -> None:
+        """A job rlop cannot plan: Synced=False with the reason, and one event when it changes."""
+        meta = body["metadata"]
+        try:
+            old = RLJobStatus.model_validate(body.get("status") or {})
+            conditions = set_condition(old.conditions, SYNCED, "False", reason, message, now, meta.get("generation"))
+            status = old.model_copy(update={"phase": "Error", "conditions": conditions})
+            if status != old:
+                await self.kube.patch_status(meta["namespace"], meta["name"], status.model_dump(mode="json"))
+                await self.post(body, Event("Warning", reason, message))
+        except (KubeError, ValidationError) as exc:
+            log.warning("Could not report %s on %s/%s: %s", reason, meta["namespace"], meta["name"], exc)
 
     async def post(self, body: Mapping[str, Any], event: Event) -> None:
         try:

@@ -136,5 +136,7 @@ def rljob_event(body: kopf.Body, memo: Any, **kwargs: Any) -> None:
 @kopf.on.event("pods", labels=OWNED)
 @kopf.on.event("apps", "v1", "deployments", labels=OWNED)
 @kopf.on.event("apps", "v1", "statefulsets", labels=OWNED)
+@kopf.on.event("networking.k8s.io", "v1", "networkpolicies", labels=OWNED)
+@kopf.on.event("v1", "services", labels=OWNED)
 def child_event(body: kopf.Body, memo: Any, **kwargs: Any) -> None:
     memo.controller.poke(_owner(body), kwargs)

@@ -15,6 +15,7 @@ from pydantic_core import core_schema
 
 from rlop.api.models import (
     GROUP,
+    JOB_NAME_PATTERN,
     KIND,
     MAX_JOB_NAME,
     PLURAL,
@@ -115,7 +116,12 @@ def rljob_crd() -> Schema:
                 "rule": f"size(self.metadata.name) <= {MAX_JOB_NAME}",
                 "message": f"metadata.name must be at most {MAX_JOB_NAME} characters "
                 "(child objects append the pool name)",
-            }
+            },
+            {
+                "rule": f"self.metadata.name.matches('{JOB_NAME_PATTERN}')",
+                "message": "metadata.name must be a DNS label that starts with a letter (no dots): "
+                "it names the job's Services and StatefulSet",
+            },
         ],
     }
     columns = [_column("Phase", ".status.phase")]

@@ -6,6 +6,7 @@ live beside the fields they check, so the API server refuses bad specs with a me
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
@@ -21,6 +22,7 @@ API_VERSION = f"{GROUP}/{VERSION}"
 
 POOL_NAMES = ("trainer", "rollout", "reward", "sandbox", "controller")
 MAX_JOB_NAME = 40  # leaves room for "-<pool>-<ordinal>" suffixes in 63-character child names
+JOB_NAME_PATTERN = "^[a-z]([-a-z0-9]*[a-z0-9])?$"  # a DNS-1035 label: Service names must be one
 
 
 def _cel(*rules: tuple[str, str]) -> dict[str, Any]:
@@ -42,11 +44,27 @@ class OpenModel(ApiModel):
 # ---------------------------------------------------------------- pod template (partial PodTemplateSpec)
 
 Quantity = int | str
+Open = dict[str, Any]  # a Kubernetes object rlop passes through unread
+_IS_QUANTITY = "isQuantity(string(self))"
+_QUANTITY_MESSAGE = "must be a Kubernetes quantity, e.g. 500m, 2Gi or 1"
+
+
+def _refuse(rule: str, message: str) -> Any:
+    """An optional field whose value must satisfy `rule` (CEL, checked by the API server)."""
+    return Field(default=None, json_schema_extra=_cel((rule, message)))
+
+
+def _quantities() -> Any:
+    return Field(
+        default=None,
+        max_length=16,
+        json_schema_extra=_cel(("self.all(k, isQuantity(string(self[k])))", f"every value {_QUANTITY_MESSAGE}")),
+    )
 
 
 class ResourceRequirements(OpenModel):
-    requests: dict[str, Quantity] | None = Field(default=None, max_length=16)
-    limits: dict[str, Quantity] | None = Field(default=None, max_length=16)
+    requests: dict[str, Quantity] | None = _quantities()
+    limits: dict[str, Quantity] | None = _quantities()
 
 
 class ContainerPort(OpenModel):
@@ -58,7 +76,7 @@ class Container(OpenModel):
     name: str = Field(min_length=1, max_length=63, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
     image: str = Field(min_length=1, max_length=1024)
     resources: ResourceRequirements | None = None
-    ports: list[ContainerPort] | None = Field(default=None, max_length=32)
+    ports: Sequence[ContainerPort] | None = Field(default=None, max_length=32)
 
 
 class Toleration(OpenModel):
@@ -69,18 +87,20 @@ class Toleration(OpenModel):
 
 
 class PodSpec(OpenModel):
-    containers: list[Container] = Field(min_length=1, max_length=16)
+    containers: Sequence[Container] = Field(min_length=1, max_length=16)
     node_selector: dict[str, str] | None = Field(default=None, max_length=32)
     tolerations: list[Toleration] | None = Field(default=None, max_length=32)
     priority_class_name: str | None = Field(default=None, max_length=253)
 
 
 LabelValue = Annotated[str, Field(max_length=63, pattern=r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")]
+RESERVED_PREFIX = "rlop.dev/"
+_UNRESERVED = ("self.all(k, !k.startsWith('rlop.dev/'))", "keys under rlop.dev/ are reserved for rlop")
 
 
 class ObjectMetaTemplate(ApiModel):
-    labels: dict[str, LabelValue] | None = Field(default=None, max_length=64)
-    annotations: dict[str, str] | None = Field(default=None, max_length=64)
+    labels: dict[str, LabelValue] | None = Field(default=None, max_length=64, json_schema_extra=_cel(_UNRESERVED))
+    annotations: dict[str, str] | None = Field(default=None, max_length=64, json_schema_extra=_cel(_UNRESERVED))
 
 
 class PodTemplate(ApiModel):
@@ -90,6 +110,146 @@ class PodTemplate(ApiModel):
     spec: PodSpec
 
 
+# ---------------------------------------------------------------- sandbox pod template: what untrusted code may ask
+# The fields below are refused at admission (they cannot be made safe); rlop.plan.render.harden forces the rest.
+# Together a sandbox pod always meets the `restricted` Pod Security Standard
+# (k8s.io/pod-security-admission/policy).
+
+SafeSysctl = Literal[
+    "kernel.shm_rmid_forced", "net.ipv4.ip_local_port_range", "net.ipv4.ip_unprivileged_port_start",
+    "net.ipv4.tcp_syncookies", "net.ipv4.ping_group_range", "net.ipv4.ip_local_reserved_ports",
+    "net.ipv4.tcp_keepalive_time", "net.ipv4.tcp_fin_timeout", "net.ipv4.tcp_keepalive_intvl",
+    "net.ipv4.tcp_keepalive_probes", "net.ipv4.tcp_rmem", "net.ipv4.tcp_wmem",
+]  # fmt: skip
+_NOT_ROOT = ("self != 0", "sandbox pods may not run as root (runAsUser 0): rlop forces runAsNonRoot")
+_APPARMOR = "container.apparmor.security.beta.kubernetes.io/"
+
+
+class Profile(OpenModel):
+    """A seccomp or AppArmor profile: never Unconfined."""
+
+    type: Literal["RuntimeDefault", "Localhost"]
+    localhost_profile: str | None = Field(default=None, max_length=4096)
+
+
+class SELinuxOptions(OpenModel):
+    user: str | None = _refuse("self == ''", "sandbox pods may not set an SELinux user")
+    role: str | None = _refuse("self == ''", "sandbox pods may not set an SELinux role")
+    type: Literal["", "container_t", "container_init_t", "container_kvm_t", "container_engine_t"] | None = None
+
+
+class WindowsOptions(OpenModel):
+    host_process: bool | None = _refuse("!self", "sandbox pods may not be Windows HostProcess pods")
+
+
+class Capabilities(OpenModel):
+    add: list[str] | None = _refuse("size(self) == 0", "sandbox containers may not add capabilities (rlop drops ALL)")
+
+
+class _Confinement(OpenModel):
+    """What pod and container security contexts share."""
+
+    run_as_user: int | None = _refuse(*_NOT_ROOT)
+    seccomp_profile: Profile | None = None
+    app_armor_profile: Profile | None = None
+    se_linux_options: SELinuxOptions | None = None
+    windows_options: WindowsOptions | None = None
+
+
+class ContainerSecurityContext(_Confinement):
+    privileged: bool | None = _refuse("!self", "sandbox containers may not be privileged")
+    capabilities: Capabilities | None = None
+    proc_mount: Literal["Default"] | None = None
+
+
+class Sysctl(OpenModel):
+    name: SafeSysctl = Field(description="only the sysctls the Pod Security Standards call safe")
+    value: str = Field(max_length=1024)
+
+
+class PodSecurityContext(_Confinement):
+    sysctls: list[Sysctl] | None = Field(default=None, max_length=16)
+
+
+class SandboxContainerPort(ContainerPort):
+    host_port: int | None = _refuse("self == 0", "sandbox pods may not use hostPort")
+
+
+class SandboxContainer(Container):
+    ports: Sequence[SandboxContainerPort] | None = Field(default=None, max_length=32)
+    security_context: ContainerSecurityContext | None = None
+
+
+class ProjectedSource(OpenModel):
+    model_config = ConfigDict(
+        json_schema_extra=_cel(
+            ("!has(self.serviceAccountToken)", "sandbox pods get no service-account token"),
+            ("!has(self.podCertificate)", "sandbox pods get no pod certificate"),
+        )
+    )
+
+    service_account_token: Open | None = None
+    pod_certificate: Open | None = None
+
+
+class ProjectedVolume(OpenModel):
+    sources: list[ProjectedSource] | None = Field(default=None, max_length=32)
+
+
+class Volume(ApiModel):
+    """The volume types the restricted Pod Security Standard allows; any other type is refused."""
+
+    name: str = Field(min_length=1, max_length=63)
+    config_map: Open | None = None
+    csi: Open | None = None
+    downward_api: Open | None = Field(default=None, alias="downwardAPI")
+    empty_dir: Open | None = None
+    ephemeral: Open | None = None
+    image: Open | None = None
+    persistent_volume_claim: Open | None = None
+    projected: ProjectedVolume | None = None
+    secret: Open | None = None
+    host_path: Open | None = _refuse("false", "sandbox pods may not mount hostPath volumes")
+
+
+class SandboxPodSpec(PodSpec):
+    containers: Sequence[SandboxContainer] = Field(min_length=1, max_length=16)
+    init_containers: Sequence[SandboxContainer] | None = Field(default=None, max_length=16)
+    ephemeral_containers: list[Open] | None = _refuse("size(self) == 0", "a pod template has no ephemeral containers")
+    host_network: bool | None = _refuse("!self", "sandbox pods may not use the host's network namespace")
+    host_pid: bool | None = Field(
+        default=None, alias="hostPID", json_schema_extra=_cel(("!self", "sandbox pods may not share the host's PIDs"))
+    )
+    host_ipc: bool | None = Field(
+        default=None, alias="hostIPC", json_schema_extra=_cel(("!self", "sandbox pods may not share the host's IPC"))
+    )
+    automount_service_account_token: bool | None = _refuse(
+        "!self", "sandbox pods get no service-account token: leave automountServiceAccountToken unset or false"
+    )
+    security_context: PodSecurityContext | None = None
+    volumes: list[Volume] | None = Field(default=None, max_length=64)
+
+
+class SandboxMeta(ObjectMetaTemplate):
+    annotations: dict[str, str] | None = Field(
+        default=None,
+        max_length=64,
+        json_schema_extra=_cel(
+            _UNRESERVED,
+            (
+                f"self.all(k, !k.startsWith('{_APPARMOR}') || self[k] == 'runtime/default'"
+                " || self[k].startsWith('localhost/'))",
+                "sandbox pods may not be AppArmor unconfined: runtime/default or localhost/<profile> only",
+            ),
+        ),
+    )
+
+
+class SandboxPodTemplate(PodTemplate):
+    metadata: SandboxMeta | None = None
+    spec: SandboxPodSpec
+
+
 # ---------------------------------------------------------------- autoscaling (HPA v2 semantics)
 
 
@@ -97,23 +257,20 @@ class MetricTarget(ApiModel):
     type: Literal["Value", "AverageValue"] = Field(
         description="Value: the query result is compared as is; AverageValue: divided by current replicas."
     )
-    value: float = Field(gt=0)
+    value: float = Field(ge=1e-9, le=1e15, description="a positive target, at least 1e-9 (1n) and at most 1e15")
 
 
-_PLACEHOLDERS = (
-    "self.query.findAll('[{][{][^}]*[}][}]').all(p, p in ['{{namespace}}', '{{job}}', '{{pool}}'])",
-    "only {{namespace}}, {{job}} and {{pool}} may be used in a query",
-)
+def _query(description: str, **default: Any) -> Any:
+    """A PromQL template field: only the placeholders rlop fills in may appear."""
+    rule = (
+        "self.findAll('[{][{][^}]*[}][}]').all(p, p in ['{{namespace}}', '{{job}}', '{{pool}}'])",
+        "only {{namespace}}, {{job}} and {{pool}} may be used in a query",
+    )
+    return Field(min_length=1, max_length=4096, description=description, json_schema_extra=_cel(rule), **default)
 
 
 class Metric(ApiModel):
-    model_config = ConfigDict(json_schema_extra=_cel(_PLACEHOLDERS))
-
-    query: str = Field(
-        min_length=1,
-        max_length=4096,
-        description="PromQL. {{namespace}}, {{job}} and {{pool}} are replaced by escaped label values.",
-    )
+    query: str = _query("PromQL. {{namespace}}, {{job}} and {{pool}} are replaced by escaped label values.")
     target: MetricTarget
 
 
@@ -126,7 +283,7 @@ class ScalingPolicy(ApiModel):
 class ScalingRules(ApiModel):
     stabilization_window_seconds: int | None = Field(default=None, ge=0, le=3600)
     select_policy: Literal["Max", "Min", "Disabled"] | None = None
-    policies: list[ScalingPolicy] | None = Field(default=None, max_length=8)
+    policies: list[ScalingPolicy] | None = Field(default=None, min_length=1, max_length=8)
     tolerance: float | None = Field(default=None, ge=0, le=1)
 
 
@@ -150,9 +307,8 @@ class Autoscale(ApiModel):
     min_replicas: int = Field(default=1, ge=0, le=10000)
     max_replicas: int = Field(ge=1, le=10000)
     metrics: list[Metric] = Field(min_length=1, max_length=8)
-    deletion_cost_query: str | None = Field(
+    deletion_cost_query: str | None = _query(
         default=None,
-        max_length=4096,
         description="PromQL returning one series per pod (label `pod`): how busy each pod is. Before a "
         "scale-down the least busy pods get the lowest controller.kubernetes.io/pod-deletion-cost.",
     )
@@ -215,20 +371,24 @@ class Placement(ApiModel):
     hysteresis: float = Field(
         default=0.1, ge=0, le=0.5, description="Place new pods only below maxNodeUtilization - hysteresis."
     )
-    reserved_cpu: Quantity = Field(default="250m", description="CPU left free on every node.")
+    reserved_cpu: Quantity = Field(
+        default="250m",
+        description="CPU left free on every node.",
+        json_schema_extra=_cel((_IS_QUANTITY, _QUANTITY_MESSAGE)),
+    )
     priority_class_name: str = Field(default="rlop-harvest", min_length=1, max_length=253)
-    utilization_query: str = Field(
-        default=DEFAULT_UTILIZATION_QUERY,
-        min_length=1,
-        max_length=4096,
-        description="PromQL: one series per node (label `node`), CPU utilization in [0, 1].",
+    utilization_query: str = _query(
+        "PromQL: one series per node (label `node`), CPU utilization in [0, 1].", default=DEFAULT_UTILIZATION_QUERY
     )
 
 
+_REQUESTED = (
+    "has(c.resources) && has(c.resources.requests) && 'cpu' in c.resources.requests && 'memory' in c.resources.requests"
+)
 _REQUESTS = (
-    "self.template.spec.containers.all(c, has(c.resources) && has(c.resources.requests)"
-    " && 'cpu' in c.resources.requests && 'memory' in c.resources.requests)",
-    "every sandbox container must set resources.requests.cpu and resources.requests.memory",
+    f"self.template.spec.containers.all(c, {_REQUESTED}) && (!has(self.template.spec.initContainers)"
+    f" || self.template.spec.initContainers.all(c, {_REQUESTED}))",
+    "every sandbox container and init container must set resources.requests.cpu and resources.requests.memory",
 )
 
 
@@ -237,6 +397,7 @@ class SandboxPool(Pool):
 
     model_config = ConfigDict(json_schema_extra=_cel(_EXCLUSIVE, _REQUESTS))
 
+    template: SandboxPodTemplate
     placement: Placement = Field(default_factory=Placement)
     egress: Literal["deny", "allow"] = Field(
         default="deny", description="deny: a NetworkPolicy blocks all egress from sandbox pods (untrusted code)."

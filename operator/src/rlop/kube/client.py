@@ -99,6 +99,15 @@ class Kube:
         query = {"fieldManager": FIELD_MANAGER, "force": "true", "fieldValidation": "Strict"}
         return await self.request("PATCH", url, manifest, query, "application/apply-patch+yaml")
 
+    async def get(self, kind: str, namespace: str, name: str) -> Any:
+        """The object, or None if there is none."""
+        try:
+            return await self.request("GET", path(kind, namespace, name))
+        except KubeError as exc:
+            if exc.status == 404:
+                return None
+            raise
+
     async def delete(self, kind: str, namespace: str, name: str) -> None:
         try:
             await self.request("DELETE", path(kind, namespace, name), {"propagationPolicy": "Background"})

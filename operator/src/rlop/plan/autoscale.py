@@ -87,6 +87,14 @@ def _within(ratio: float, spec: Autoscale) -> bool:
     return lo <= ratio <= hi
 
 
+_MOST = 1e9  # a demand above any maxReplicas (the proposal is clamped to maxReplicas later)
+
+
+def _ceil(demand: float) -> int:
+    """Replicas for `demand`, which may overflow to +-inf (1e308 / 0.5): clamped to [0, a huge number]."""
+    return math.ceil(min(max(demand, 0.0), _MOST) - 1e-9)
+
+
 def propose(spec: Autoscale, index: int, value: float, current: int, ready: int) -> tuple[int, float]:
     """One metric's proposal (replica_calculator.go) and the unrounded demand behind it."""
     target = spec.metrics[index].target
@@ -94,14 +102,14 @@ def propose(spec: Autoscale, index: int, value: float, current: int, ready: int)
         demand = value / target.value
         if current and _within(value / (target.value * current), spec):
             return current, demand
-        return math.ceil(demand - 1e-9), demand
+        return _ceil(demand), demand
     ratio = value / target.value  # GetExternalMetricReplicas / getUsageRatioReplicaCount
     if current == 0:
-        return math.ceil(ratio - 1e-9), ratio
+        return _ceil(ratio), ratio
     base = ready or current
     if _within(ratio, spec):
         return current, ratio * base
-    return math.ceil(ratio * base - 1e-9), ratio * base
+    return _ceil(ratio * base), ratio * base
 
 
 def _in_window(rec: Recommendation, cutoff: datetime, now: datetime) -> bool:

@@ -35,7 +35,8 @@ def plan_gang(
     bound_pods: Iterable[PodInfo],
 ) -> GangDecision:
     """Decide what to do with the trainer pods of one job."""
-    live = [p for p in pods if not p.deleting and not p.terminal]
+    # a rank beyond the world size (someone scaled the StatefulSet by hand) is never part of the gang
+    live = [p for p in pods if not p.deleting and not p.terminal and (p.index is None or p.index < replicas)]
     if replicas == 0:
         return GangDecision(False, "Suspended", "trainer pool has 0 replicas")
     revision = statefulset.update_revision if statefulset and statefulset.up_to_date else None

@@ -28,11 +28,13 @@ class JobObservation:
     bound_pods: Sequence[PodInfo] = ()  # every pod bound (or pinned) to a node, for capacity accounting
     utilization: Mapping[str, float] | None = None  # node -> CPU utilization, read this interval
     utilization_error: str | None = None  # why there is none this interval
+    written: Mapping[ChildKey, str] = field(default_factory=dict)  # child -> version rlop's last apply left
 
 
 @dataclass(frozen=True)
 class JobPlan:
     apply: list[Manifest]
+    drift: list[ChildKey]  # children re-applied because their spec may have been changed outside rlop
     delete: list[ChildKey]
     release: list[str]  # trainer pods whose gang gate to lift
     delete_pods: list[tuple[str, str]]  # (pod, why): gang restarts, sandbox scale-down, lost nodes
@@ -62,17 +64,41 @@ def base_replicas(job: RLJob) -> dict[str, int]:
     return {k: 0 for k in out} if job.spec.suspend else out
 
 
-def _diff(desired: list[Manifest], children: Mapping[ChildKey, ChildInfo]) -> tuple[list[Manifest], list[Event]]:
-    writes, events = [], []
+def _diff(
+    desired: list[Manifest], children: Mapping[ChildKey, ChildInfo], written: Mapping[ChildKey, str]
+) -> tuple[list[Manifest], list[ChildKey], list[Event]]:
+    """What to apply: new children, changed renderings, and children whose spec version is not the one
+    rlop's own last apply left (a hand edit, or unknown after a restart: re-applying unchanged fields
+    writes nothing)."""
+    writes, drift, events = [], [], []
     for manifest in desired:
         key = (manifest["kind"], manifest["metadata"]["name"])
         seen = children.get(key)
         if seen is not None and seen.spec_hash == manifest["metadata"]["annotations"][HASH_ANNOTATION]:
+            if written.get(key) != seen.version:
+                writes.append(manifest)
+                drift.append(key)
             continue
         writes.append(manifest)
         verb = "Created" if seen is None else "Updated"
-        events.append(Event("Normal", verb, f"{verb} {key[0]} {key[1]}"))
-    return writes, events
+        events.append(Event("Normal", verb, f"{verb} {key[0]} {key[1]}", needs=(key,)))
+    return writes, drift, events
+
+
+def owned(
+    job: RLJob, children: Mapping[ChildKey, ChildInfo], pods: Sequence[PodInfo]
+) -> tuple[dict[ChildKey, ChildInfo], list[PodInfo]]:
+    """The children and pods that are this job's own: labels say which job an object is for, only the
+    controller ownerReference says rlop made it (a user's object with the same labels is never touched)."""
+    ours = {k: c for k, c in children.items() if c.owner is not None and c.owner.uid == job.metadata.uid}
+    parents = {c.uid for c in ours.values() if c.kind == "StatefulSet"} | {job.metadata.uid}
+    sets = tuple(f"{name}-" for kind, name in ours if kind == "Deployment")
+
+    def mine(pod: PodInfo) -> bool:
+        o = pod.owner
+        return o is not None and (o.uid in parents or (o.kind == "ReplicaSet" and o.name.startswith(sets)))
+
+    return ours, [p for p in pods if mine(p)]
 
 
 def _pool_status(job: RLJob, scaling: Scaling, pods: Sequence[PodInfo]) -> dict[str, PoolStatus]:
@@ -100,7 +126,7 @@ def plan_job(obs: JobObservation, now: datetime, scaling: Scaling | None = None)
     scaling = scaling or Scaling(base_replicas(job), fresh=False)
     replicas = scaling.replicas
     desired = render(job, replicas)
-    writes, events = _diff(desired, obs.children)
+    writes, drift, events = _diff(desired, obs.children, obs.written)
     wanted = {(m["kind"], m["metadata"]["name"]) for m in desired}
     delete = sorted(set(obs.children) - wanted)
     events += [Event("Normal", "Deleted", f"Deleted {k} {n}: no longer implied by the spec") for k, n in delete]
@@ -126,7 +152,8 @@ def plan_job(obs: JobObservation, now: datetime, scaling: Scaling | None = None)
             spots = Counter(node for _, node in harvest.create)
             where = ", ".join(f"{node} x{count}" for node, count in sorted(spots.items()))
             message = f"placed {len(harvest.create)} sandbox pods on idle CPU: {where}"
-            events.append(Event("Normal", "SandboxPlaced", message))
+            needs = tuple(("Pod", pod) for pod, _ in harvest.create)
+            events.append(Event("Normal", "SandboxPlaced", message, needs=needs))
         delete_pods += harvest.delete
         evict = harvest.evict
     elif not harvests(job):  # sandbox pods rlop placed, but the spec no longer asks for harvesting
@@ -151,7 +178,7 @@ def plan_job(obs: JobObservation, now: datetime, scaling: Scaling | None = None)
         update={"phase": phase, "observed_generation": generation, "pools": pools, "conditions": conditions}
     )
     events += _transitions(old, status)
-    return JobPlan(writes, delete, list(gang.release), delete_pods, evict, status, events, scaling.pod_costs)
+    return JobPlan(writes, drift, delete, list(gang.release), delete_pods, evict, status, events, scaling.pod_costs)
 
 
 def sandbox_pod_info(job: RLJob) -> PodInfo:

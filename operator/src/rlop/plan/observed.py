@@ -54,6 +54,8 @@ class PodInfo:
     harvest: bool = False  # a sandbox pod rlop placed on idle CPU
     pinned: str | None = None  # the node a required hostname affinity pins it to
     created: str = ""  # creationTimestamp (RFC 3339 sorts as text)
+    owner: Owner | None = None  # the controller ownerReference
+    index: int | None = None  # a StatefulSet pod's ordinal
 
     @property
     def terminal(self) -> bool:
@@ -66,10 +68,20 @@ class PodInfo:
 
 
 @dataclass(frozen=True)
+class Owner:
+    kind: str
+    name: str
+    uid: str
+
+
+@dataclass(frozen=True)
 class ChildInfo:
     kind: str
     name: str
     spec_hash: str | None = None
+    owner: Owner | None = None  # the controller ownerReference: only children owned by the job are its own
+    uid: str | None = None
+    version: str | None = None  # what moves when someone changes the spec: generation, else resourceVersion
     replicas: int | None = None
     ready: int = 0
     update_revision: str | None = None
@@ -121,7 +133,23 @@ def pod_info(body: Raw) -> PodInfo:
         harvest=labels.get(HARVEST_LABEL) == "true",
         pinned=_pinned_host(spec),
         created=meta.get("creationTimestamp") or "",
+        owner=controller_owner(meta),
+        index=_int(labels.get("apps.kubernetes.io/pod-index")),
     )
+
+
+def controller_owner(meta: Raw) -> Owner | None:
+    for ref in meta.get("ownerReferences") or []:
+        if ref.get("controller"):
+            return Owner(ref.get("kind", ""), ref.get("name", ""), ref.get("uid", ""))
+    return None
+
+
+def version(body: Raw) -> str | None:
+    """A child's spec version: its generation, or (Services have none) its resourceVersion."""
+    meta = body.get("metadata") or {}
+    generation = meta.get("generation")
+    return f"g{generation}" if generation else meta.get("resourceVersion")
 
 
 def _pinned_host(spec: Raw) -> str | None:
@@ -165,6 +193,9 @@ def child_info(body: Raw) -> ChildInfo:
         kind=body.get("kind", ""),
         name=meta.get("name", ""),
         spec_hash=(meta.get("annotations") or {}).get(HASH_ANNOTATION),
+        owner=controller_owner(meta),
+        uid=meta.get("uid"),
+        version=version(body),
         replicas=spec.get("replicas"),
         ready=int(status.get("readyReplicas") or 0),
         update_revision=status.get("updateRevision"),

@@ -136,35 +136,54 @@ def trainer_statefulset(job: RLJob, replicas: int) -> Manifest:
     )
 
 
+_PROBES = ("livenessProbe", "readinessProbe", "startupProbe")
+
+
+def _harden_container(container: Manifest) -> None:
+    """Forced in every sandbox container (init containers too): what admission did not already refuse."""
+    sec = container.setdefault("securityContext", {})
+    sec.update(
+        allowPrivilegeEscalation=False, privileged=False, readOnlyRootFilesystem=True, runAsNonRoot=True,
+        capabilities={"drop": ["ALL"]},
+    )  # fmt: skip
+    if sec.get("runAsUser") == 0:
+        del sec["runAsUser"]  # the pod's non-root user applies
+    resources = container.setdefault("resources", {})
+    limits = resources.setdefault("limits", {})
+    for key in ("cpu", "memory"):
+        if key in resources.get("requests", {}):
+            limits.setdefault(key, resources["requests"][key])
+    handlers = [container.get(p) for p in _PROBES]
+    handlers += (container.get("lifecycle") or {}).values()
+    for handler in filter(None, handlers):
+        for action in ("httpGet", "tcpSocket"):
+            (handler.get(action) or {}).pop("host", None)  # probes reach the pod itself, not other hosts
+    mounts = container.setdefault("volumeMounts", [])
+    if not any(m.get("mountPath") == "/tmp" for m in mounts):
+        mounts.append({"name": "tmp", "mountPath": "/tmp"})
+
+
 def harden(tpl: Manifest, priority_class: str | None = None) -> Manifest:
-    """Lock a sandbox pod template down: untrusted code runs there. The template cannot weaken this."""
+    """Lock a sandbox pod template down to the `restricted` Pod Security Standard: untrusted code runs
+    there. What cannot be forced safe (host namespaces, hostPath, privileged, ...) the CRD refuses."""
     spec = tpl["spec"]
     spec.update(
         automountServiceAccountToken=False, enableServiceLinks=False, hostNetwork=False, hostPID=False, hostIPC=False
     )
     ctx = spec.setdefault("securityContext", {})
-    ctx.update(runAsNonRoot=True, seccompProfile={"type": "RuntimeDefault"})
-    ctx.setdefault("runAsUser", 65532)
+    ctx["runAsNonRoot"] = True
+    if (ctx.get("seccompProfile") or {}).get("type") != "Localhost":
+        ctx["seccompProfile"] = {"type": "RuntimeDefault"}
+    if ctx.get("runAsUser") in (None, 0):
+        ctx["runAsUser"] = 65532
     ctx.setdefault("runAsGroup", 65532)
     if priority_class:
         spec["priorityClassName"] = priority_class
     volumes = spec.setdefault("volumes", [])
     if not any(v.get("name") == "tmp" for v in volumes):
         volumes.append({"name": "tmp", "emptyDir": {"sizeLimit": "256Mi"}})
-    for container in spec["containers"]:
-        sec = container.setdefault("securityContext", {})
-        sec.update(
-            allowPrivilegeEscalation=False, privileged=False, readOnlyRootFilesystem=True, runAsNonRoot=True,
-            capabilities={"drop": ["ALL"]},
-        )  # fmt: skip
-        resources = container.setdefault("resources", {})
-        limits = resources.setdefault("limits", {})
-        for key in ("cpu", "memory"):
-            if key in resources.get("requests", {}):
-                limits.setdefault(key, resources["requests"][key])
-        mounts = container.setdefault("volumeMounts", [])
-        if not any(m.get("mountPath") == "/tmp" for m in mounts):
-            mounts.append({"name": "tmp", "mountPath": "/tmp"})
+    for container in [*spec["containers"], *spec.get("initContainers", [])]:  # ephemeral ones: refused
+        _harden_container(container)
     return tpl
 
 

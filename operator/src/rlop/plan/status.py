@@ -23,6 +23,7 @@ class Event:
     type: str  # Normal | Warning
     reason: str
     message: str
+    needs: tuple[tuple[str, str], ...] = ()  # (kind, name) writes that must succeed for it to be true
 
 
 def set_condition(
