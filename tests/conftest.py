@@ -60,7 +60,7 @@ class Kubectl:
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevCluster]:
     c = DevCluster(tmp_path_factory.mktemp("cluster")).start(default_nodes(gpu_nodes=2, cpu_nodes=4))
     try:
-        c.install_rlop(ROOT / "crds")
+        c.install_rlop()
         yield c
     finally:
         c.stop()

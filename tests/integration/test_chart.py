@@ -207,9 +207,34 @@ def test_namespaced_mode_runs_under_its_roles(
 
         wait_for(lambda: phase("team-x") == "Running", 60, "the watched namespace's job Running")
         assert phase("team-y") is None  # not ours
+
+        # pods in a namespace it does not watch still take capacity: a gang that cannot fit is held
+        hog = {"containers": [{"name": "h", "image": "i", "resources": {"limits": {"nvidia.com/gpu": 8}}}]}
+        for i in range(2):
+            pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"hog-{i}"}, "spec": hog}
+            cluster.kubectl("-n", "team-y", "apply", "-f", "-", stdin=yaml.safe_dump(pod))
+        bound = "jsonpath={.items[*].spec.nodeName}"
+        wait_for(lambda: len(cluster.kubectl("-n", "team-y", "get", "pods", "-o", bound).stdout.split()) == 2, 30,
+                 "the GPU hogs bound")  # fmt: skip
+        gpu = {"spec": {"containers": [{"name": "t", "image": "i", "resources": {"limits": {"nvidia.com/gpu": 1}}}]}}
+        gang = {
+            **job,
+            "metadata": {"name": "gang"},
+            "spec": {"pools": {**pools, "trainer": {"replicas": 1, "template": gpu}}},
+        }
+        cluster.kubectl("-n", "team-x", "apply", "-f", "-", stdin=yaml.safe_dump(gang))
+
+        def gang_reason() -> str:
+            path = 'jsonpath={.status.conditions[?(@.type=="GangScheduled")].reason}'
+            return cluster.kubectl("-n", "team-x", "get", "rljob", "gang", "-o", path).stdout
+
+        wait_for(lambda: gang_reason() == "InsufficientCapacity", 60, "the gang held: the GPUs are taken")
+        cluster.kubectl("-n", "team-y", "delete", "pod", "hog-0", "hog-1", "--grace-period=0", "--force")
+        wait_for(lambda: gang_reason() == "Scheduled", 60, "the gang released once the GPUs are free")
         log = op.log_path.read_text()
         assert "is forbidden: User" not in log and "APIForbiddenError" not in log, log[-2000:]
     finally:
         op.stop()
         for ns in ("team-x", "team-y"):
-            cluster.kubectl("-n", ns, "delete", "rljob", "scoped", "--wait=false", check=False)
+            cluster.kubectl("-n", ns, "delete", "rljob", "scoped", "gang", "--wait=false", check=False)
+        cluster.kubectl("-n", "team-y", "delete", "pod", "hog-0", "hog-1", "--grace-period=0", "--force", check=False)

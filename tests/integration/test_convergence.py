@@ -16,7 +16,7 @@ pytestmark = pytest.mark.cluster
 
 
 def job(name: str = "conv") -> dict[str, Any]:
-    rollout = {"replicas": 1, "template": base()["spec"]["pools"]["rollout"]["template"]}
+    rollout = {"replicas": 1, "autoscale": None}
     sandbox = {"replicas": 1, "placement": {"strategy": "default"}, "egress": "deny"}
     return merge_patch(
         base(), {"metadata": {"name": name}, "spec": {"pools": {"rollout": rollout, "sandbox": sandbox}}}

@@ -42,3 +42,11 @@ def test_the_demo_runs_and_pools_scale(tmp_path: Path) -> None:
     assert "phase: burst of prompts" in text and "phase: idle" in text
     assert "ScaledUp         rollout" in text, text[-3000:]
     assert "SandboxPlaced" in text
+
+
+def test_rlop_run_names_a_port_that_is_taken(operator: Operator) -> None:
+    """A second operator on the same machine: a clear refusal naming the flag, not a traceback."""
+    taken = operator.metrics_port  # the session's operator listens there
+    out = subprocess.run([sys.executable, "-m", "rlop", "run", f"--metrics-port={taken}"], capture_output=True,
+                         text=True, timeout=60)  # fmt: skip
+    assert out.returncode == 2 and f"port {taken} (--metrics-port) is taken" in out.stderr, out.stderr

@@ -80,6 +80,7 @@ def as_pod(template: dict[str, Any], name: str) -> dict[str, Any]:
 @pytest.fixture
 def restricted(k: Kubectl) -> Kubectl:
     k.cluster.kubectl("label", "namespace", k.ns, "pod-security.kubernetes.io/enforce=restricted")
+    k("create", "serviceaccount", "powerful")  # the hostile template asks for it; its token never mounts
     return k
 
 

@@ -51,6 +51,8 @@ def test_what_only_the_api_server_of_a_child_can_tell_is_reported_and_isolated(k
     assert cond["reason"] == "ApplyFailed" and "spec.template.labels" in cond["message"], cond
     assert k.get("rljob", "bad-labels")["status"]["phase"] == "Error"
     time.sleep(3)
-    assert sum(e["reason"] == "ApplyFailed" for e in k.events("bad-labels")) == 1  # once, not every pass
+    events = k.events("bad-labels")
+    assert sum(e["reason"] == "ApplyFailed" for e in events) == 1  # once, not every pass
+    assert "Created Deployment bad-labels-rollout" not in [e["message"] for e in events]  # it was not
     wait_for(lambda: (k.get("rljob", "good") or {}).get("status", {}).get("phase") == "Running", 60, "good job runs")
     assert k.get("statefulset", "bad-labels-trainer") is not None  # the bad job's other pools keep working

@@ -9,11 +9,30 @@ import os
 import socket
 import sys
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from rlop.dev import REPO
 
 
+def _taken(host: str, port: int) -> bool:
+    with socket.socket() as sock:
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return True
+    return False
+
+
 def _run(args: argparse.Namespace) -> int:
+    liveness = urlsplit(args.liveness) if args.liveness else None
+    for flag, host, port in (("--metrics-port", "0.0.0.0", args.metrics_port),
+                             ("--liveness", liveness and liveness.hostname, liveness and liveness.port)):  # fmt: skip
+        if port and _taken(host or "0.0.0.0", port):
+            print(
+                f"rlop: port {port} ({flag}) is taken, perhaps by another operator: choose another (0 turns it off)",
+                file=sys.stderr,
+            )
+            return 2
     if args.kubeconfig:  # before kubernetes is imported: it reads KUBECONFIG once, at import
         os.environ["KUBECONFIG"] = args.kubeconfig
     import kopf
@@ -30,6 +49,7 @@ def _run(args: argparse.Namespace) -> int:
         leader_election=args.leader_election,
         lease_namespace=args.lease_namespace,
         identity=args.identity,
+        namespaced=bool(args.namespace),
     )
     kopf.configure(verbose=args.verbose, log_format=kopf.LogFormat.PLAIN)
     if not args.verbose:  # kopf reports every trigger handler call; rlop logs its decisions itself
@@ -57,7 +77,11 @@ def _dev_cluster(args: argparse.Namespace) -> int:
     workdir = Path(args.dir).absolute()
     if args.action == "up":
         cluster = DevCluster(workdir).start(default_nodes(args.gpu_nodes, args.cpu_nodes))
-        cluster.install_rlop(REPO / "crds")
+        try:
+            cluster.install_rlop()
+        except BaseException:
+            cluster.stop()  # nothing left running behind a failure
+            raise
         print(json.dumps(describe(cluster), indent=2))
         print(f"\nexport KUBECONFIG={cluster.kubeconfig}", file=sys.stderr)
     elif args.action == "down":

@@ -16,3 +16,4 @@ class Config:
     leader_election: bool = False  # several replicas: only the Lease holder acts
     lease_namespace: str = "default"
     identity: str = "rlop"
+    namespaced: bool = False  # watches see only some namespaces: capacity checks list every pod themselves

@@ -113,7 +113,7 @@ class Controller:
         results = await self.read_metrics(jobs) if full else None
         now = datetime.now(UTC).replace(microsecond=0)
         limit = asyncio.Semaphore(self.cfg.concurrency)
-        view = self.cluster_view()
+        view = await self.cluster_view(jobs)
         if full:
             metrics.set_harvest(view[1])
         work = []
@@ -172,11 +172,21 @@ class Controller:
                 requests.append(Request((ns, name, "sandbox", "utilization"), query, ns, name, "sandbox"))
         return await self.prom.read(requests) if requests else {}
 
-    def cluster_view(self) -> tuple[list[NodeInfo], list[PodInfo]]:
-        """Nodes and every placed pod, once per pass (plans append the pods they will create)."""
+    async def cluster_view(self, jobs: Mapping[JobKey, Any]) -> tuple[list[NodeInfo], list[PodInfo]]:
+        """Nodes and every placed pod, once per pass (plans append the pods they will create).
+
+        Watching only some namespaces, the pod watch misses the rest of the cluster: before a gang may be
+        released, every bound pod is listed once, so the capacity check counts them all.
+        """
         idx = self.indexes or {}
         nodes: list[NodeInfo] = [n for store in idx["node_index"].values() for n in store]
-        return nodes, self._fresh([p for store in idx["node_pods"].values() for p in store])
+        pods = [p for store in idx["node_pods"].values() for p in store]
+        gated = any(p.gated for key in jobs for p in idx["job_pods"].get(key, []))
+        if self.cfg.namespaced and gated:
+            seen = {(p.namespace, p.name) for p in pods}
+            listed = [pod_info(body) for body in await self.kube.bound_pods()]
+            pods += [p for p in listed if not p.terminal and (p.namespace, p.name) not in seen]
+        return nodes, self._fresh(pods)
 
     def observe(
         self,
@@ -257,7 +267,7 @@ class Controller:
             if not self.may_act():
                 return  # lost the Lease mid-pass: another replica acts now
             try:
-                refusals, corrected = await self.execute(job, plan, obs)
+                refusals, done, corrected = await self.execute(job, plan, obs)
                 if full:  # sandbox pods are written in full passes only: their refusals hold until the next
                     self.refused[key] = [r for r in refusals if r[0] == "Pod"]
                 else:
@@ -266,10 +276,9 @@ class Controller:
                 status = with_apply_errors(plan.status, errors, now)
                 await self.write_status(job, status)
                 metrics.set_pools(*key, status)
-                failed = {(kind, name) for kind, name, _ in refusals}
                 for event in [*plan.events, *corrected]:
-                    if failed.intersection(event.needs):
-                        continue  # it did not happen
+                    if not done.issuperset(event.needs):
+                        continue  # refused, or written moments ago by an earlier pass that said so
                     if event.reason in ("ScaledUp", "ScaledDown"):
                         pool = event.message.split(" ", 1)[0]
                         metrics.SCALE_DECISIONS.labels(*key, pool, event.reason[6:].lower()).inc()
@@ -284,10 +293,12 @@ class Controller:
                 metrics.RECONCILE_ERRORS.inc()
             metrics.RECONCILE_SECONDS.observe(time.perf_counter() - started)
 
-    async def execute(self, job: RLJob, plan: JobPlan, obs: JobObservation) -> tuple[list[Refusal], list[Event]]:
-        """Carry out the plan's writes; return what was refused (reported, not raised) and the drift that
-        was corrected."""
-        ns, errors, corrected = job.metadata.namespace, [], []
+    async def execute(
+        self, job: RLJob, plan: JobPlan, obs: JobObservation
+    ) -> tuple[list[Refusal], set[tuple[str, str]], list[Event]]:
+        """Carry out the plan's writes; return what was refused (reported, not raised), what was applied
+        and the drift that was corrected."""
+        ns, errors, done, corrected = job.metadata.namespace, [], set(), []
         for pod, cost in plan.pod_costs.items():  # before the scale-down, so the right pods go
             await self.kube.annotate_pod(ns, pod, {COST_ANNOTATION: str(cost)})
             metrics.API_WRITES.labels("deletion-cost").inc()
@@ -310,6 +321,7 @@ class Controller:
                 result = await self.kube.apply(manifest)
                 after = version(result or {})
                 self.applied[key] = (digest, time.monotonic(), after)
+                done.add(child)
                 if manifest["kind"] == "Pod":
                     self.gone.pop((ns, manifest["metadata"]["name"]), None)
                 elif child in plan.drift and after != obs.children[child].version:
@@ -337,7 +349,7 @@ class Controller:
         for pod in plan.release:
             await self.kube.remove_scheduling_gate(ns, pod, GANG_GATE)
             metrics.API_WRITES.labels("release").inc()
-        return errors, corrected
+        return errors, done, corrected
 
     async def taken(self, job: RLJob, kind: str, name: str) -> str | None:
         """Why a child's name is not free: an object rlop did not create for this job has it."""
@@ -362,12 +374,16 @@ class Controller:
     async def report_problem(self, body: Mapping[str, Any], reason: str, message: str, now: datetime) -> None:
         """A job rlop cannot plan: Synced=False with the reason, and one event when it changes."""
         meta = body["metadata"]
+        key = (meta["namespace"], meta["name"])
         try:
-            old = RLJobStatus.model_validate(body.get("status") or {})
+            uid, written = self.written.get(key, (None, None))
+            seen = RLJobStatus.model_validate(body.get("status") or {})
+            old = written if written is not None and uid == meta.get("uid") else seen
             conditions = set_condition(old.conditions, SYNCED, "False", reason, message, now, meta.get("generation"))
             status = old.model_copy(update={"phase": "Error", "conditions": conditions})
             if status != old:
                 await self.kube.patch_status(meta["namespace"], meta["name"], status.model_dump(mode="json"))
+                self.written[key] = (meta.get("uid"), status)
                 await self.post(body, Event("Warning", reason, message))
         except (KubeError, ValidationError) as exc:
             log.warning("Could not report %s on %s/%s: %s", reason, meta["namespace"], meta["name"], exc)

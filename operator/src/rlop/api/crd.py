@@ -66,6 +66,7 @@ def _structural(node: Any) -> Any:
         branches = [b for b in node.pop("anyOf") if b.get("type") != "null"]
         if sorted(b.get("type", "") for b in branches) == ["integer", "string"]:
             node["x-kubernetes-int-or-string"] = True
+            node.update({k: v for b in branches for k, v in b.items() if k == "maxLength"})
         else:
             (only,) = branches
             node = {**only, **node}

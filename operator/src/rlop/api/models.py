@@ -43,7 +43,7 @@ class OpenModel(ApiModel):
 
 # ---------------------------------------------------------------- pod template (partial PodTemplateSpec)
 
-Quantity = int | str
+Quantity = int | Annotated[str, Field(max_length=64)]  # bounded: CEL's cost estimate needs it
 Open = dict[str, Any]  # a Kubernetes object rlop passes through unread
 _IS_QUANTITY = "isQuantity(string(self))"
 _QUANTITY_MESSAGE = "must be a Kubernetes quantity, e.g. 500m, 2Gi or 1"
@@ -257,7 +257,12 @@ class MetricTarget(ApiModel):
     type: Literal["Value", "AverageValue"] = Field(
         description="Value: the query result is compared as is; AverageValue: divided by current replicas."
     )
-    value: float = Field(ge=1e-9, le=1e15, description="a positive target, at least 1e-9 (1n) and at most 1e15")
+    value: float = Field(
+        gt=0,  # an integer 0 passes an OpenAPI `minimum: 1e-9` (compared as integers), hence also the CEL rule
+        le=1e15,
+        description="a positive target, at least 1e-9 (1n) and at most 1e15",
+        json_schema_extra=_cel(("self >= 0.000000001", "must be at least 1e-9")),
+    )
 
 
 def _query(description: str, **default: Any) -> Any:

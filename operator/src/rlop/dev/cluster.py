@@ -194,11 +194,13 @@ class DevCluster:
         if objects:
             self.kubectl("apply", "--server-side", "-f", "-", stdin=yaml.safe_dump_all(objects))
 
-    def install_rlop(self, crds: Path) -> None:
-        """What the Helm chart installs cluster-wide: the CRDs and the rlop-harvest PriorityClass."""
+    def install_rlop(self) -> None:
+        """What the Helm chart installs cluster-wide: the CRD (generated from the installed models, no
+        checkout needed) and the rlop-harvest PriorityClass."""
+        from rlop.api.crd import rljob_crd_yaml
         from rlop.api.models import HARVEST_PRIORITY_CLASS
 
-        self.kubectl("apply", "--server-side", "-f", str(crds))
+        self.kubectl("apply", "--server-side", "-f", "-", stdin=rljob_crd_yaml())
         self.apply([HARVEST_PRIORITY_CLASS])
         self.kubectl("wait", "--for=condition=Established", "crd/rljobs.rlop.dev", "--timeout=60s")
 

@@ -7,7 +7,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
 
-from rlop.dev import REPO
 from rlop.dev.cluster import DevCluster, NodeSpec, default_nodes
 from rlop.dev.operator_process import OperatorProcess
 from rlop.dev.prometheus import DevPrometheus, Exporter
@@ -28,7 +27,7 @@ class Stack:
         self.prometheus: DevPrometheus | None = None
         self.operators: list[OperatorProcess] = []
         try:
-            self.cluster.install_rlop(REPO / "crds")
+            self.cluster.install_rlop()
             self.prometheus = DevPrometheus(workdir / "prometheus", scrape_interval).start(
                 [self.exporter.target, *targets]
             )

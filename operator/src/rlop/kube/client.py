@@ -99,6 +99,11 @@ class Kube:
         query = {"fieldManager": FIELD_MANAGER, "force": "true", "fieldValidation": "Strict"}
         return await self.request("PATCH", url, manifest, query, "application/apply-patch+yaml")
 
+    async def bound_pods(self) -> list[Any]:
+        """Every pod bound to a node, in every namespace."""
+        found = await self.request("GET", "/api/v1/pods", query={"fieldSelector": "spec.nodeName!="})
+        return list((found or {}).get("items") or [])
+
     async def get(self, kind: str, namespace: str, name: str) -> Any:
         """The object, or None if there is none."""
         try:

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
-import math
+import re
 
 _SUFFIXES = {
     "n": 1e-9, "u": 1e-6, "m": 1e-3, "": 1.0, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18,
     "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60,
 }  # fmt: skip
+
+
+_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
+MOST = float(2**63 - 1)  # Kubernetes reads a larger quantity (e.g. 1e400, which it accepts) as int64's max
 
 
 def parse_quantity(value: int | float | str) -> float:
@@ -16,10 +20,10 @@ def parse_quantity(value: int | float | str) -> float:
         return float(value)
     text = value.strip()
     suffix = text[-2:] if text[-2:] in _SUFFIXES else text[-1:] if text[-1:] in _SUFFIXES else ""
-    number = float(text[: len(text) - len(suffix)])
-    if not math.isfinite(number):
+    number = text[: len(text) - len(suffix)]
+    if not _NUMBER.fullmatch(number):
         raise ValueError(f"not a quantity: {value!r}")
-    return number * _SUFFIXES[suffix]
+    return max(-MOST, min(float(number) * _SUFFIXES[suffix], MOST))
 
 
 Resources = dict[str, float]
