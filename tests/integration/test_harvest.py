@@ -131,3 +131,27 @@ def test_a_regular_pod_preempts_a_sandbox_pod(
 
     cond = wait_for(capacity, 30, "CapacityLimited")
     assert "sandbox" in cond["message"] and "do not fit" in cond["message"]
+
+
+def test_refused_sandbox_pods_are_synced_false_and_never_reported_placed(
+    k: Kubectl, operator: Operator, exporter: Exporter, prometheus: DevPrometheus, harvest_nodes: list[str]
+) -> None:
+    """An unknown runtimeClassName: the API server refuses every pod; the job says so, between passes too."""
+    set_util(exporter, prometheus, h_small=0.0, h_mid=0.0, h_big=0.0)
+    job = rljob(2)
+    job["spec"]["pools"]["sandbox"]["template"]["spec"]["runtimeClassName"] = "no-such-runtime"
+    k.apply(job)
+
+    def synced() -> dict[str, Any]:
+        conds = (k.get("rljob", "hv") or {}).get("status", {}).get("conditions", [])
+        return next((c for c in conds if c["type"] == "Synced"), {})
+
+    cond = wait_for(lambda: synced().get("status") == "False" and synced(), 60, "Synced=False")
+    assert "no-such-runtime" in cond["message"], cond
+    for _ in range(10):  # it stays False: passes that write no sandbox pod do not flip it back
+        time.sleep(0.5)
+        assert synced()["status"] == "False"
+    events = k.events("hv")
+    assert not any(e["reason"] == "SandboxPlaced" for e in events), events
+    refused = sorted(e["message"].split(":")[0] for e in events if e["reason"] == "ApplyFailed")
+    assert refused == ["Pod hv-sandbox-0", "Pod hv-sandbox-1"]  # one event per refused pod, not one per pass

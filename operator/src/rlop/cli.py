@@ -16,6 +16,7 @@ from rlop.dev import REPO
 
 def _taken(host: str, port: int) -> bool:
     with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the servers do: TIME_WAIT is free
         try:
             sock.bind((host, port))
         except OSError:

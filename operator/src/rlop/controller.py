@@ -330,6 +330,8 @@ class Controller:
                 metrics.API_WRITES.labels("apply").inc()
             except KubeError as exc:
                 errors.append((*child, f"{child[0]} {child[1]}: {exc.message}"))
+                if child[0] == "Pod":
+                    self.pending.pop((ns, child[1]), None)  # a refused pod does not exist
         for kind, name in plan.delete:
             await self.kube.delete(kind, ns, name)
             metrics.API_WRITES.labels("delete").inc()
