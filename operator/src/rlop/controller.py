@@ -20,6 +20,7 @@ from pydantic import ValidationError
 
 from rlop import metrics
 from rlop.api.models import RLJob, RLJobStatus
+from rlop.api.pools import autoscaled
 from rlop.config import Config
 from rlop.kube.client import Kube, KubeError
 from rlop.kube.lease import Lease
@@ -27,7 +28,7 @@ from rlop.plan.autoscale import Reading
 from rlop.plan.job import JobObservation, JobPlan, base_replicas, owned, plan_job, with_apply_errors
 from rlop.plan.observed import COST_ANNOTATION, ChildInfo, NodeInfo, PodInfo, controller_owner, pod_info, version
 from rlop.plan.render import GANG_GATE, HASH_ANNOTATION, harvests
-from rlop.plan.scaling import Scaling, autoscaled_pools, plan_scaling
+from rlop.plan.scaling import Scaling, plan_scaling
 from rlop.plan.status import SYNCED, Event, find, set_condition
 from rlop.prom.client import PromError, Prometheus, Request, Result, as_reading
 from rlop.prom.promql import per_pod
@@ -160,11 +161,10 @@ class Controller:
         for (ns, name), loaded in jobs.items():
             if loaded is None or not isinstance(loaded[1], RLJob):
                 continue
-            for pool, spec in autoscaled_pools(loaded[1]).items():
-                assert spec.autoscale is not None
-                for i, metric in enumerate(spec.autoscale.metrics):
+            for pool, _, auto in autoscaled(loaded[1]):
+                for i, metric in enumerate(auto.metrics):
                     requests.append(Request((ns, name, pool, i), metric.query, ns, name, pool))
-                if cost := spec.autoscale.deletion_cost_query:
+                if cost := auto.deletion_cost_query:
                     requests.append(Request((ns, name, pool, "cost"), cost, ns, name, pool))
             sandbox = loaded[1].spec.pools.sandbox
             if sandbox is not None and harvests(loaded[1]):
@@ -221,9 +221,8 @@ class Controller:
         ns, name = key
         readings: dict[tuple[str, int], Reading] = {}
         busy: dict[str, dict[str, float]] = {}
-        for pool, spec in autoscaled_pools(job).items():
-            assert spec.autoscale is not None
-            for i in range(len(spec.autoscale.metrics)):
+        for pool, _, auto in autoscaled(job):
+            for i in range(len(auto.metrics)):
                 readings[(pool, i)] = r = as_reading(results.get((ns, name, pool, i)))
                 metrics.set_metric(ns, name, pool, i, r.value)
             cost = results.get((ns, name, pool, "cost"))

@@ -25,13 +25,14 @@ from typing import Any, Protocol
 
 import yaml
 
+from rlop.api.pools import POOL_NAMES
 from rlop.dev import DEMO_LABEL, REPO
 from rlop.dev.cluster import DevCluster, default_nodes, free_port
 from rlop.dev.stack import Stack
 from rlop.top import placements, table
 
 WORKLOAD = REPO / "examples" / "workload" / "rlop_workload.py"
-ROLES = ("trainer", "rollout", "reward", "sandbox", "controller")
+ROLES = POOL_NAMES  # the workload runs one role per pool
 UTILIZATION_QUERY = "max by (node) (rlop_demo_node_utilization)"
 
 

@@ -19,12 +19,12 @@ from rlop.api.models import (
     KIND,
     MAX_JOB_NAME,
     PLURAL,
-    POOL_NAMES,
     SHORT_NAMES,
     VERSION,
     RLJobSpec,
     RLJobStatus,
 )
+from rlop.api.pools import KINDS
 
 Schema = dict[str, Any]
 
@@ -126,7 +126,7 @@ def rljob_crd() -> Schema:
         ],
     }
     columns = [_column("Phase", ".status.phase")]
-    columns += [_column(p.capitalize(), f".status.pools.{p}.replicas") for p in POOL_NAMES[:4]]
+    columns += [_column(k.name.capitalize(), f".status.pools.{k.name}.replicas") for k in KINDS if k.column]
     columns += [
         _column("Age", ".metadata.creationTimestamp", "date"),
         _column("Reason", '.status.conditions[?(@.type=="Ready")].message', priority=1),

@@ -20,7 +20,6 @@ PLURAL = "rljobs"
 SHORT_NAMES = ["rlj"]
 API_VERSION = f"{GROUP}/{VERSION}"
 
-POOL_NAMES = ("trainer", "rollout", "reward", "sandbox", "controller")
 MAX_JOB_NAME = 40  # leaves room for "-<pool>-<ordinal>" suffixes in 63-character child names
 JOB_NAME_PATTERN = "^[a-z]([-a-z0-9]*[a-z0-9])?$"  # a DNS-1035 label: Service names must be one
 

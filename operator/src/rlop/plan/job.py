@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from rlop.api.models import Phase, PoolStatus, RLJob, RLJobStatus
+from rlop.api.pools import autoscaled, fixed_replicas, pools
 from rlop.plan.gang import GangDecision, plan_gang
 from rlop.plan.harvest import HarvestPlan, plan_harvest
 from rlop.plan.observed import ChildInfo, NodeInfo, PodInfo, pod_requests
@@ -47,20 +48,16 @@ class JobPlan:
 def base_replicas(job: RLJob) -> dict[str, int]:
     """Replicas per pool before autoscaling: fixed pools as specified (1 if unset), autoscaled pools at
     their last decision kept within [min, max] (minReplicas at first); all 0 when suspended."""
-    pools = job.spec.pools
     old = job.status.pools if job.status else {}
-    out = {"trainer": pools.trainer.replicas}
-    if pools.controller is not None:
-        out["controller"] = 1
-    for name in ("rollout", "reward", "sandbox"):
-        spec = getattr(pools, name)
-        if spec is None:
-            continue
-        if spec.autoscale is None:
-            out[name] = 1 if spec.replicas is None else spec.replicas
-        else:
-            last = old[name].desired if name in old else spec.autoscale.min_replicas
-            out[name] = min(max(last, spec.autoscale.min_replicas), spec.autoscale.max_replicas)
+    auto = {name: a for name, _, a in autoscaled(job)}
+    out = {}
+    for kind, spec in pools(job):
+        fixed = fixed_replicas(kind, spec)
+        if fixed is None:
+            a = auto[kind.name]
+            last = old[kind.name].desired if kind.name in old else a.min_replicas
+            fixed = min(max(last, a.min_replicas), a.max_replicas)
+        out[kind.name] = fixed
     return {k: 0 for k in out} if job.spec.suspend else out
 
 

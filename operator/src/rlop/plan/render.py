@@ -13,7 +13,9 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from rlop.api.models import API_VERSION, KIND, ControllerPool, Pool, RLJob
+from rlop.api.models import API_VERSION, KIND, RLJob
+from rlop.api.pools import AnyPool
+from rlop.api.pools import pools as all_pools
 
 Manifest = dict[str, Any]
 
@@ -61,11 +63,10 @@ def discovery_env(job: RLJob, pool: str) -> list[dict[str, Any]]:
             "value": f"{child_name(name, 'trainer')}-0.{child_name(name, 'trainer')}.{ns}.svc:{pools.trainer.port}",
         },
     ]
-    for other in ("rollout", "reward", "sandbox", "controller"):
-        spec = getattr(pools, other)
-        if spec is not None:
-            url = f"http://{child_name(name, other)}.{ns}.svc:{spec.port}"
-            env.append({"name": f"RLOP_{other.upper()}_URL", "value": url})
+    for kind, spec in all_pools(job):
+        if not kind.headless:  # a headless pool is found by the address of its rank 0
+            url = f"http://{child_name(name, kind.name)}.{ns}.svc:{spec.port}"
+            env.append({"name": f"RLOP_{kind.name.upper()}_URL", "value": url})
     if pool == "trainer":  # world size only here: resizing the gang must not roll the other pools
         index = "metadata.labels['apps.kubernetes.io/pod-index']"
         env.append({"name": "RLOP_TRAINER_REPLICAS", "value": str(pools.trainer.replicas)})
@@ -209,7 +210,7 @@ def sandbox_pod(job: RLJob, name: str, node: str) -> Manifest:
     return _stamped({"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": tpl["spec"]})
 
 
-def pool_deployment(job: RLJob, pool: str, spec: Pool | ControllerPool, replicas: int) -> Manifest:
+def pool_deployment(job: RLJob, pool: str, spec: AnyPool, replicas: int) -> Manifest:
     template = sandbox_template(job) if pool == "sandbox" else _pod_template(job, pool, spec.template)
     return _stamped(
         {
@@ -255,18 +256,14 @@ def harvests(job: RLJob) -> bool:
 
 def render(job: RLJob, replicas: Mapping[str, int]) -> list[Manifest]:
     """All children of `job`, given the replica count chosen for each pool."""
+    out = []
+    for kind, spec in all_pools(job):
+        if kind.workload == "StatefulSet":
+            out.append(trainer_statefulset(job, replicas[kind.name]))
+        elif not (kind.may_harvest and harvests(job)):  # harvested pods are placed one by one, not here
+            out.append(pool_deployment(job, kind.name, spec, replicas[kind.name]))
+        out.append(pool_service(job, kind.name, spec.port, headless=kind.headless))
     pools = job.spec.pools
-    out = [
-        trainer_statefulset(job, replicas["trainer"]),
-        pool_service(job, "trainer", pools.trainer.port, headless=True),
-    ]
-    for pool in ("rollout", "reward", "sandbox", "controller"):
-        spec = getattr(pools, pool)
-        if spec is None:
-            continue
-        if not harvests(job) or pool != "sandbox":
-            out.append(pool_deployment(job, pool, spec, replicas[pool]))
-        out.append(pool_service(job, pool, spec.port, headless=False))
     if pools.sandbox is not None and pools.sandbox.egress == "deny":
         out.append(sandbox_egress_policy(job))
     return out

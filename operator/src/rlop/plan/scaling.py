@@ -8,13 +8,13 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from rlop.api.models import ControllerPool, Pool, PoolStatus, RLJob, TrainerPool
+from rlop.api.models import PoolStatus, RLJob
+from rlop.api.pools import AnyPool, autoscaled, fixed_replicas, pools
 from rlop.plan.autoscale import Decision, Reading, decide, record_scale
 from rlop.plan.budget import Claim, arbitrate
 from rlop.plan.observed import PodInfo, pod_requests
 from rlop.plan.status import METRICS, Event
 
-AUTOSCALED = ("rollout", "reward", "sandbox")
 MetricKey = tuple[str, int]  # (pool, metric index)
 
 
@@ -31,24 +31,17 @@ class Scaling:
     fresh: bool = True  # decided from this interval's metrics (False: pools just keep their replicas)
 
 
-def gpus_per_replica(pool: Pool | TrainerPool | ControllerPool) -> float:
+def gpus_per_replica(pool: AnyPool) -> float:
     return pod_requests(pool.template.spec.model_dump(mode="json", exclude_none=True)).get("nvidia.com/gpu", 0.0)
 
 
-def autoscaled_pools(job: RLJob) -> dict[str, Pool]:
-    return {n: p for n in AUTOSCALED if (p := getattr(job.spec.pools, n)) is not None and p.autoscale is not None}
-
-
 def _fixed_gpus(job: RLJob, replicas: Mapping[str, int]) -> float:
-    pools = job.spec.pools
-    total = gpus_per_replica(pools.trainer) * replicas["trainer"]
-    if pools.controller is not None:
-        total += gpus_per_replica(pools.controller) * replicas.get("controller", 0)
-    for name in AUTOSCALED:
-        spec = getattr(pools, name)
-        if spec is not None and spec.autoscale is None:
-            total += gpus_per_replica(spec) * replicas.get(name, 0)
-    return total
+    """GPUs of the pools that are not autoscaled: paid before the autoscaled ones share the rest."""
+    return sum(
+        gpus_per_replica(spec) * replicas.get(kind.name, 0)
+        for kind, spec in pools(job)
+        if fixed_replicas(kind, spec) is not None
+    )
 
 
 def _metrics_condition(
@@ -84,24 +77,20 @@ def plan_scaling(
     now: datetime,
 ) -> Scaling:
     """Decide replicas for every autoscaled pool of `job` (base: the current replicas of every pool)."""
-    pools = autoscaled_pools(job)
-    if job.spec.suspend or not pools:
+    scaled = {name: (spec, auto) for name, spec, auto in autoscaled(job)}
+    if job.spec.suspend or not scaled:
         return Scaling(dict(base))
     old = job.status.pools if job.status else {}
     decisions: dict[str, Decision] = {}
-    for name, spec in pools.items():
-        assert spec.autoscale is not None
+    for name, (_, auto) in scaled.items():
         prev = old.get(name, PoolStatus())
         ready = sum(1 for p in pods if p.pool == name and p.ready and not p.deleting)
-        metric_readings = [
-            readings.get((name, i), Reading(None, "not queried")) for i in range(len(spec.autoscale.metrics))
-        ]
+        metric_readings = [readings.get((name, i), Reading(None, "not queried")) for i in range(len(auto.metrics))]
         decisions[name] = decide(
-            spec.autoscale, base[name], ready, metric_readings,
-            prev.recommendations or [], prev.scale_events or [], now,
-        )  # fmt: skip
+            auto, base[name], ready, metric_readings, prev.recommendations or [], prev.scale_events or [], now
+        )
     claims = {
-        n: Claim(gpus_per_replica(pools[n]), pools[n].autoscale.min_replicas, d.replicas, d.demand)  # type: ignore[union-attr]
+        n: Claim(gpus_per_replica(scaled[n][0]), scaled[n][1].min_replicas, d.replicas, d.demand)
         for n, d in decisions.items()
         if d.metrics_ok
     }
@@ -110,10 +99,10 @@ def plan_scaling(
     replicas, updates, events = dict(base), {}, []
     costs: dict[str, int] = {}
     for name, d in decisions.items():
-        spec, prev, current = pools[name], old.get(name, PoolStatus()), base[name]
+        auto, prev, current = scaled[name][1], old.get(name, PoolStatus()), base[name]
         final = allocation.replicas.get(name, d.replicas)
         code = "GPUBudget" if name in allocation.limited else d.code
-        scale_events = record_scale(prev.scale_events or [], spec.autoscale, current, final, now)  # type: ignore[arg-type]
+        scale_events = record_scale(prev.scale_events or [], auto, current, final, now)
         replicas[name] = final
         history = d.recommendations or None
         if final != current or code != prev.decision or history != prev.recommendations:
