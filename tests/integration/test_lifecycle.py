@@ -111,7 +111,8 @@ def test_a_trainer_that_cannot_fit_stays_gated_and_says_why(k: Kubectl, operator
     # shrink the gang so it fits: all ranks start together
     k("patch", "rljob", "grpo", "--type=merge", "-p", '{"spec":{"pools":{"trainer":{"replicas":3}}}}')
     wait_for(lambda: len(running(k, "trainer")) == 3, 60, "3 trainers running")
-    assert condition(k, "GangScheduled")["status"] == "True"
+    wait_for(lambda: condition(k, "GangScheduled")["status"] == "True", 10, "GangScheduled=True")  # next pass
+    assert not any(p["spec"].get("schedulingGates") for p in k.items("pods", "rlop.dev/pool=trainer"))
 
 
 def test_editing_replicas_scales_and_template_edits_restart_the_gang(k: Kubectl, operator: Operator) -> None:

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
-from rlop.plan.render import GANG_GATE, HASH_ANNOTATION, render, sandbox_pod, spec_hash
+from rlop.api.names import GANG_GATE, HASH_ANNOTATION
+from rlop.plan.render import render, sandbox_pod, spec_hash
 
 from .builders import container, job
 

@@ -20,14 +20,15 @@ from pydantic import ValidationError
 
 from rlop import metrics
 from rlop.api.models import RLJob, RLJobStatus
+from rlop.api.names import COST_ANNOTATION, GANG_GATE, HASH_ANNOTATION
 from rlop.api.pools import autoscaled
 from rlop.config import Config
 from rlop.kube.client import Kube, KubeError
 from rlop.kube.lease import Lease
 from rlop.plan.autoscale import Reading
 from rlop.plan.job import JobObservation, JobPlan, base_replicas, owned, plan_job, with_apply_errors
-from rlop.plan.observed import COST_ANNOTATION, ChildInfo, NodeInfo, PodInfo, controller_owner, pod_info, version
-from rlop.plan.render import GANG_GATE, HASH_ANNOTATION, harvests
+from rlop.plan.observed import ChildInfo, NodeInfo, PodInfo, controller_owner, pod_info, version
+from rlop.plan.render import harvests
 from rlop.plan.scaling import Scaling, plan_scaling
 from rlop.plan.status import SYNCED, Event, find, set_condition
 from rlop.prom.client import PromError, Prometheus, Request, Result, as_reading

@@ -25,8 +25,9 @@ from typing import Any, Protocol
 
 import yaml
 
+from rlop.api.names import DEMO_LABEL, HARVEST_LABEL
 from rlop.api.pools import POOL_NAMES
-from rlop.dev import DEMO_LABEL, REPO
+from rlop.dev import REPO
 from rlop.dev.cluster import DevCluster, default_nodes, free_port
 from rlop.dev.stack import Stack
 from rlop.top import placements, table
@@ -202,7 +203,7 @@ def show(cluster: Cluster, ns: str, phase: Phase, seconds: float, busy: str = ""
     end = time.monotonic() + seconds
     while time.monotonic() < end:
         jobs = json.loads(cluster.kubectl("get", "rljobs", "-A", "-o", "json").stdout)["items"]
-        pods = json.loads(cluster.kubectl("-n", ns, "get", "pods", "-l", "rlop.dev/harvest=true", "-o", "json").stdout)
+        pods = json.loads(cluster.kubectl("-n", ns, "get", "pods", "-l", f"{HARVEST_LABEL}=true", "-o", "json").stdout)
         recent = rlop_events(cluster, ns)[-6:]
         left = int(end - time.monotonic())
         busy_nodes = (busy,) if busy and phase.busy_nodes else phase.busy_nodes

@@ -15,12 +15,12 @@ import kopf
 from prometheus_client import start_http_server
 
 from rlop.api.models import GROUP, PLURAL, VERSION
+from rlop.api.names import JOB_LABEL
 from rlop.config import Config
 from rlop.controller import Controller
 from rlop.kube.client import Kube
 from rlop.kube.lease import Lease
 from rlop.plan.observed import ChildInfo, NodeInfo, PodInfo, child_info, node_info, pod_info
-from rlop.plan.render import JOB_LABEL
 from rlop.prom.client import Prometheus
 
 log = logging.getLogger("rlop")

@@ -15,6 +15,7 @@ import sys
 import time
 from typing import Any
 
+from rlop.api.names import HARVEST_LABEL, JOB_LABEL
 from rlop.top import placements, table
 
 
@@ -37,7 +38,7 @@ def top(args: argparse.Namespace) -> int:
         for job in jobs:
             meta = job["metadata"]
             pods = kubectl(
-                "get", "pods", "-n", meta["namespace"], "-l", f"rlop.dev/job={meta['name']},rlop.dev/harvest=true"
+                "get", "pods", "-n", meta["namespace"], "-l", f"{JOB_LABEL}={meta['name']},{HARVEST_LABEL}=true"
             )
             lines.append(f"{meta['namespace']}/{meta['name']} sandbox pods per node: {placements(pods['items'])}")
         text = "\n".join(lines)

@@ -13,6 +13,8 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
+from rlop.api.names import HARVEST_PRIORITY_CLASS_NAME, RESERVED_PREFIX
+
 GROUP = "rlop.dev"
 VERSION = "v1alpha1"
 KIND = "RLJob"
@@ -93,8 +95,10 @@ class PodSpec(OpenModel):
 
 
 LabelValue = Annotated[str, Field(max_length=63, pattern=r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")]
-RESERVED_PREFIX = "rlop.dev/"
-_UNRESERVED = ("self.all(k, !k.startsWith('rlop.dev/'))", "keys under rlop.dev/ are reserved for rlop")
+_UNRESERVED = (
+    f"self.all(k, !k.startsWith('{RESERVED_PREFIX}'))",
+    f"keys under {RESERVED_PREFIX} are reserved for rlop",
+)
 
 
 class ObjectMetaTemplate(ApiModel):
@@ -380,7 +384,7 @@ class Placement(ApiModel):
         description="CPU left free on every node.",
         json_schema_extra=_cel((_IS_QUANTITY, _QUANTITY_MESSAGE)),
     )
-    priority_class_name: str = Field(default="rlop-harvest", min_length=1, max_length=253)
+    priority_class_name: str = Field(default=HARVEST_PRIORITY_CLASS_NAME, min_length=1, max_length=253)
     utilization_query: str = _query(
         "PromQL: one series per node (label `node`), CPU utilization in [0, 1].", default=DEFAULT_UTILIZATION_QUERY
     )
@@ -492,7 +496,7 @@ class ObjectMeta(OpenModel):
 HARVEST_PRIORITY_CLASS = {
     "apiVersion": "scheduling.k8s.io/v1",
     "kind": "PriorityClass",
-    "metadata": {"name": "rlop-harvest"},
+    "metadata": {"name": HARVEST_PRIORITY_CLASS_NAME},
     "value": -10,
     "preemptionPolicy": "Never",
     "globalDefault": False,

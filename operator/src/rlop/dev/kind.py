@@ -14,7 +14,8 @@ import urllib.parse
 from pathlib import Path
 from typing import Any
 
-from rlop.dev import DEMO_LABEL, REPO
+from rlop.api.names import DEMO_LABEL, JOB_LABEL
+from rlop.dev import REPO
 from rlop.dev.cluster import binary, kubectl
 
 NAMESPACE = "rlop-system"
@@ -91,7 +92,7 @@ class KindCluster:
         for job in json.loads(out.stdout or '{"items": []}')["items"]:
             name, ns = job["metadata"]["name"], job["metadata"]["namespace"]
             self.kubectl("delete", "rljob", "-n", ns, name, "--wait=true", "--timeout=120s")
-            self.kubectl("wait", "--for=delete", "pod", "-n", ns, "-l", f"rlop.dev/job={name}", "--timeout=180s",
+            self.kubectl("wait", "--for=delete", "pod", "-n", ns, "-l", f"{JOB_LABEL}={name}", "--timeout=180s",
                          check=False)  # fmt: skip
 
     def service_path(self, namespace: str, service: str, port: int, path: str) -> str:

@@ -16,7 +16,8 @@ from typing import Any
 from kubernetes.aio import client, config
 from kubernetes.aio.client.exceptions import ApiException
 
-from rlop.plan.render import FIELD_MANAGER, Manifest
+from rlop.api.names import FIELD_MANAGER
+from rlop.plan.render import Manifest
 
 # kind -> (API path prefix, plural). Only the kinds rlop touches; RBAC in the chart matches this table.
 RESOURCES: dict[str, tuple[str, str]] = {

@@ -9,11 +9,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from rlop.api.models import Phase, PoolStatus, RLJob, RLJobStatus
+from rlop.api.names import HASH_ANNOTATION
 from rlop.api.pools import autoscaled, fixed_replicas, pools
 from rlop.plan.gang import GangDecision, plan_gang
 from rlop.plan.harvest import HarvestPlan, plan_harvest
 from rlop.plan.observed import ChildInfo, NodeInfo, PodInfo, pod_requests
-from rlop.plan.render import HASH_ANNOTATION, Manifest, child_name, harvests, render, sandbox_pod, sandbox_template
+from rlop.plan.render import Manifest, child_name, harvests, render, sandbox_pod, sandbox_template
 from rlop.plan.scaling import Scaling
 from rlop.plan.status import CAPACITY, GANG, METRICS, PROBLEM_WHEN_TRUE, READY, SYNCED, Event, find, set_condition
 

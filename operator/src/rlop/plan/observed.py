@@ -9,11 +9,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from rlop.api.names import COST_ANNOTATION, GANG_GATE, HARVEST_LABEL, HASH_ANNOTATION, HOSTNAME, JOB_LABEL, POOL_LABEL
 from rlop.plan.quantity import Resources, add, parse_quantity
-from rlop.plan.render import GANG_GATE, HARVEST_LABEL, HASH_ANNOTATION, HOSTNAME, JOB_LABEL, POOL_LABEL
 
 Raw = Mapping[str, Any]
-COST_ANNOTATION = "controller.kubernetes.io/pod-deletion-cost"
 
 
 @dataclass(frozen=True)

@@ -14,19 +14,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from rlop.api.models import API_VERSION, KIND, RLJob
+from rlop.api.names import GANG_GATE, HARVEST_LABEL, HASH_ANNOTATION, HOSTNAME, JOB_LABEL, MANAGED_BY, POOL_LABEL
 from rlop.api.pools import AnyPool
 from rlop.api.pools import pools as all_pools
 
 Manifest = dict[str, Any]
-
-JOB_LABEL = "rlop.dev/job"
-POOL_LABEL = "rlop.dev/pool"
-HASH_ANNOTATION = "rlop.dev/spec-hash"
-GANG_GATE = "rlop.dev/gang"
-HARVEST_LABEL = "rlop.dev/harvest"
-HOSTNAME = "kubernetes.io/hostname"
-MANAGED_BY = {"app.kubernetes.io/managed-by": "rlop"}
-FIELD_MANAGER = "rlop"
 
 
 def child_name(job: str, pool: str) -> str:

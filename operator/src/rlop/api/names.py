@@ -1,0 +1,16 @@
+"""Well-known names: the labels, annotations, gate, field manager and PriorityClass rlop reads and writes."""
+
+from __future__ import annotations
+
+RESERVED_PREFIX = "rlop.dev/"  # label and annotation keys no template may set
+JOB_LABEL = "rlop.dev/job"  # which RLJob a child or pod is for (ownership is the controller ownerReference)
+POOL_LABEL = "rlop.dev/pool"
+HARVEST_LABEL = "rlop.dev/harvest"  # "true" on sandbox pods rlop placed on idle CPU
+DEMO_LABEL = "rlop.dev/demo"  # on the RLJob `rlop demo` applies (the e2e tier removes it on a kept cluster)
+HASH_ANNOTATION = "rlop.dev/spec-hash"  # of a child's own rendering
+GANG_GATE = "rlop.dev/gang"  # the scheduling gate trainer pods are created behind
+COST_ANNOTATION = "controller.kubernetes.io/pod-deletion-cost"
+HOSTNAME = "kubernetes.io/hostname"
+MANAGED_BY = {"app.kubernetes.io/managed-by": "rlop"}
+FIELD_MANAGER = "rlop"
+HARVEST_PRIORITY_CLASS_NAME = "rlop-harvest"
