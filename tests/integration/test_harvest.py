@@ -155,3 +155,30 @@ def test_refused_sandbox_pods_are_synced_false_and_never_reported_placed(
     assert not any(e["reason"] == "SandboxPlaced" for e in events), events
     refused = sorted(e["message"].split(":")[0] for e in events if e["reason"] == "ApplyFailed")
     assert refused == ["Pod hv-sandbox-0", "Pod hv-sandbox-1"]  # one event per refused pod, not one per pass
+
+
+def test_an_eviction_a_disruption_budget_refuses_is_reported_and_retried(
+    k: Kubectl, operator: Operator, exporter: Exporter, prometheus: DevPrometheus, harvest_nodes: list[str]
+) -> None:
+    """A PodDisruptionBudget says not now: no SandboxEvicted event (nothing was evicted), Synced=False names
+    the pod; once the budget goes, the pods leave the busy node on a later pass. (No other node is idle:
+    replacements placed first would satisfy the budget, and then the eviction is rightly allowed.)"""
+    set_util(exporter, prometheus, h_small=0.0, h_mid=0.9, h_big=0.9)
+    k.apply(rljob(2))
+    wait_for(lambda: sandbox_nodes(k) == Counter({"h-small": 2}), 60, "2 pods on h-small")
+    k.apply({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "keep"},
+             "spec": {"minAvailable": 2, "selector": {"matchLabels": {"rlop.dev/pool": "sandbox"}}}})  # fmt: skip
+    wait_for(lambda: (k.get("pdb", "keep") or {}).get("status", {}).get("expectedPods") == 2, 30, "PDB observed")
+    set_util(exporter, prometheus, h_small=0.95)  # and no idle node to replace them on first
+
+    def synced() -> dict[str, Any]:
+        conds = (k.get("rljob", "hv") or {}).get("status", {}).get("conditions", [])
+        return next((c for c in conds if c["type"] == "Synced"), {})
+
+    cond = wait_for(lambda: synced().get("status") == "False" and synced(), 30, "Synced=False")
+    assert "eviction of pod hv-sandbox-" in cond["message"], cond
+    assert sandbox_nodes(k) == Counter({"h-small": 2})
+    assert not any(e["reason"] == "SandboxEvicted" for e in k.events("hv"))
+    k("delete", "pdb", "keep")
+    wait_for(lambda: "h-small" not in sandbox_nodes(k), 30, "evicted once the budget is gone")
+    assert any(e["reason"] == "SandboxEvicted" for e in k.events("hv"))

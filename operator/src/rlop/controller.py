@@ -11,7 +11,7 @@ import contextlib
 import logging
 import math
 import time
-from collections.abc import Hashable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
@@ -30,7 +30,7 @@ from rlop.plan.job import JobObservation, JobPlan, base_replicas, owned, plan_jo
 from rlop.plan.observed import ChildInfo, NodeInfo, PodInfo, controller_owner, pod_info, version
 from rlop.plan.render import harvests
 from rlop.plan.scaling import Scaling, plan_scaling
-from rlop.plan.status import SYNCED, Event, find, set_condition
+from rlop.plan.status import COST, DELETE_POD, EVICT, RELEASE, SYNCED, Event, find, set_condition
 from rlop.prom.client import PromError, Prometheus, Request, Result, as_reading
 from rlop.prom.promql import per_pod
 
@@ -53,7 +53,7 @@ class Controller:
         self.leading = lease is None
         self.written: dict[JobKey, tuple[str | None, RLJobStatus]] = {}  # the status rlop last wrote
         self.applied: dict[tuple[str, str, str], tuple[str, float, str | None]] = {}  # child -> (hash, when, version)
-        self.refused: dict[JobKey, list[Refusal]] = {}  # pod writes refused in the last full pass
+        self.refused: dict[JobKey, list[Refusal]] = {}  # sandbox writes refused in the last full pass
         self.pending: dict[tuple[str, str], tuple[PodInfo, float]] = {}  # pods created, not yet watched
         self.gone: dict[tuple[str, str], float] = {}  # pods deleted or evicted, maybe still watched
         self.indexes: Mapping[str, Any] | None = None
@@ -268,8 +268,8 @@ class Controller:
                 return  # lost the Lease mid-pass: another replica acts now
             try:
                 refusals, done, corrected = await self.execute(job, plan, obs)
-                if full:  # sandbox pods are written in full passes only: their refusals hold until the next
-                    self.refused[key] = [r for r in refusals if r[0] == "Pod"]
+                if full:  # sandbox pods are placed and evicted in full passes only: refusals hold until the next
+                    self.refused[key] = [r for r in refusals if r[0] in ("Pod", EVICT)]
                 else:
                     refusals += self.refused.get(key, [])
                 errors = [message for _, _, message in refusals]
@@ -299,9 +299,22 @@ class Controller:
         """Carry out the plan's writes; return what was refused (reported, not raised), what was applied
         and the drift that was corrected."""
         ns, errors, done, corrected = job.metadata.namespace, [], set(), []
+
+        async def attempt(key: tuple[str, str], metric: str, call: Awaitable[Any]) -> bool:
+            """One write: a refusal is recorded, never raised; a 404 means the object is gone: done."""
+            try:
+                await call
+            except KubeError as exc:
+                if exc.status != 404:
+                    errors.append((*key, f"{key[0]} {key[1]}: {exc.message}"))
+                    return False
+            done.add(key)
+            metrics.API_WRITES.labels(metric).inc()
+            return True
+
         for pod, cost in plan.pod_costs.items():  # before the scale-down, so the right pods go
-            await self.kube.annotate_pod(ns, pod, {COST_ANNOTATION: str(cost)})
-            metrics.API_WRITES.labels("deletion-cost").inc()
+            await attempt((COST, pod), "deletion-cost",
+                          self.kube.annotate_pod(ns, pod, {COST_ANNOTATION: str(cost)}))  # fmt: skip
         for manifest in plan.apply:
             key = (ns, manifest["kind"], manifest["metadata"]["name"])
             digest = manifest["metadata"]["annotations"][HASH_ANNOTATION]
@@ -319,38 +332,35 @@ class Controller:
                     errors.append((*child, taken))
                     continue
                 result = await self.kube.apply(manifest)
-                after = version(result or {})
-                self.applied[key] = (digest, time.monotonic(), after)
-                done.add(child)
-                if manifest["kind"] == "Pod":
-                    self.gone.pop((ns, manifest["metadata"]["name"]), None)
-                elif child in plan.drift and after != obs.children[child].version:
-                    message = f"reverted {child[0]} {child[1]}: its spec was changed outside rlop"
-                    corrected.append(Event("Normal", "DriftCorrected", message))
-                metrics.API_WRITES.labels("apply").inc()
             except KubeError as exc:
                 errors.append((*child, f"{child[0]} {child[1]}: {exc.message}"))
                 if child[0] == "Pod":
                     self.pending.pop((ns, child[1]), None)  # a refused pod does not exist
+                continue
+            after = version(result or {})
+            self.applied[key] = (digest, time.monotonic(), after)
+            done.add(child)
+            if manifest["kind"] == "Pod":
+                self.gone.pop((ns, manifest["metadata"]["name"]), None)
+            elif child in plan.drift and after != obs.children[child].version:
+                message = f"reverted {child[0]} {child[1]}: its spec was changed outside rlop"
+                corrected.append(Event("Normal", "DriftCorrected", message))
+            metrics.API_WRITES.labels("apply").inc()
         for kind, name in plan.delete:
-            await self.kube.delete(kind, ns, name)
-            metrics.API_WRITES.labels("delete").inc()
-        for pod, _ in plan.delete_pods:
-            await self.kube.delete("Pod", ns, pod)
+            await attempt((kind, name), "delete", self.kube.delete(kind, ns, name))
+
+        def forget(pod: str) -> None:
             self.gone[(ns, pod)] = time.monotonic()
             self.pending.pop((ns, pod), None)
-            metrics.API_WRITES.labels("delete-pod").inc()
-        for pod, _ in plan.evict:
-            try:
-                await self.kube.evict(ns, pod)
-                self.gone[(ns, pod)] = time.monotonic()
-                self.pending.pop((ns, pod), None)
-                metrics.API_WRITES.labels("evict").inc()
-            except KubeError as exc:  # 429: a PodDisruptionBudget says not now; try again next interval
-                errors.append(("Eviction", pod, f"eviction of {pod} refused: {exc.message}"))
+
+        for pod, _ in plan.delete_pods:
+            if await attempt((DELETE_POD, pod), "delete-pod", self.kube.delete("Pod", ns, pod)):
+                forget(pod)
+        for pod, _ in plan.evict:  # refused with 429 (a PodDisruptionBudget says not now): tried next interval
+            if await attempt((EVICT, pod), "evict", self.kube.evict(ns, pod)):
+                forget(pod)
         for pod in plan.release:
-            await self.kube.remove_scheduling_gate(ns, pod, GANG_GATE)
-            metrics.API_WRITES.labels("release").inc()
+            await attempt((RELEASE, pod), "release", self.kube.remove_scheduling_gate(ns, pod, GANG_GATE))
         return errors, done, corrected
 
     async def taken(self, job: RLJob, kind: str, name: str) -> str | None:

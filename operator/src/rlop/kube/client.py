@@ -115,11 +115,7 @@ class Kube:
             raise
 
     async def delete(self, kind: str, namespace: str, name: str) -> None:
-        try:
-            await self.request("DELETE", path(kind, namespace, name), {"propagationPolicy": "Background"})
-        except KubeError as exc:
-            if exc.status != 404:
-                raise
+        await self.request("DELETE", path(kind, namespace, name), {"propagationPolicy": "Background"})
 
     async def patch_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> Any:
         url = path("RLJob", namespace, name, "status")
@@ -128,11 +124,7 @@ class Kube:
     async def evict(self, namespace: str, pod: str) -> None:
         """Evict through the Eviction API, so PodDisruptionBudgets are respected (429 when one blocks)."""
         body = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": pod, "namespace": namespace}}
-        try:
-            await self.request("POST", path("Pod", namespace, pod, "eviction"), body)
-        except KubeError as exc:
-            if exc.status != 404:
-                raise
+        await self.request("POST", path("Pod", namespace, pod, "eviction"), body)
 
     async def annotate_pod(self, namespace: str, pod: str, annotations: Mapping[str, str]) -> None:
         patch = {"metadata": {"annotations": dict(annotations)}}

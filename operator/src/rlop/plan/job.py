@@ -16,7 +16,19 @@ from rlop.plan.harvest import HarvestPlan, plan_harvest
 from rlop.plan.observed import ChildInfo, NodeInfo, PodInfo, pod_requests
 from rlop.plan.render import Manifest, child_name, harvests, render, sandbox_pod, sandbox_template
 from rlop.plan.scaling import Scaling
-from rlop.plan.status import CAPACITY, GANG, METRICS, PROBLEM_WHEN_TRUE, READY, SYNCED, Event, find, set_condition
+from rlop.plan.status import (
+    CAPACITY,
+    EVICT,
+    GANG,
+    METRICS,
+    PROBLEM_WHEN_TRUE,
+    READY,
+    RELEASE,
+    SYNCED,
+    Event,
+    find,
+    set_condition,
+)  # fmt: skip
 
 ChildKey = tuple[str, str]  # (kind, name)
 
@@ -127,7 +139,8 @@ def plan_job(obs: JobObservation, now: datetime, scaling: Scaling | None = None)
     writes, drift, events = _diff(desired, obs.children, obs.written)
     wanted = {(m["kind"], m["metadata"]["name"]) for m in desired}
     delete = sorted(set(obs.children) - wanted)
-    events += [Event("Normal", "Deleted", f"Deleted {k} {n}: no longer implied by the spec") for k, n in delete]
+    events += [Event("Normal", "Deleted", f"Deleted {k} {n}: no longer implied by the spec", needs=((k, n),))
+               for k, n in delete]  # fmt: skip
     events += scaling.events
 
     trainer = [p for p in obs.pods if p.pool == "trainer"]
@@ -136,7 +149,8 @@ def plan_job(obs: JobObservation, now: datetime, scaling: Scaling | None = None)
     if gang.release:
         spots = Counter(gang.placement.values())
         fit = ", ".join(f"{node} x{count}" for node, count in sorted(spots.items()))
-        events.append(Event("Normal", "GangReleased", f"{gang.message} (capacity checked on {fit})"))
+        needs = tuple((RELEASE, pod) for pod in gang.release)
+        events.append(Event("Normal", "GangReleased", f"{gang.message} (capacity checked on {fit})", needs=needs))
     if gang.restart:
         events.append(Event("Normal", "GangRestart", gang.message))
     delete_pods = [(pod, "gang restart") for pod in gang.restart]
@@ -144,7 +158,8 @@ def plan_job(obs: JobObservation, now: datetime, scaling: Scaling | None = None)
     harvest = _harvest(obs, replicas) if obs.utilization is not None else None
     evict: list[tuple[str, str]] = []
     if harvest is not None:
-        events += [Event("Warning", "SandboxEvicted", f"evicted {pod}: {why}") for pod, why in harvest.evict]
+        events += [Event("Warning", "SandboxEvicted", f"evicted {pod}: {why}", needs=((EVICT, pod),))
+                   for pod, why in harvest.evict]  # fmt: skip
         writes += [sandbox_pod(job, pod, node) for pod, node in harvest.create]
         if harvest.create:
             spots = Counter(node for _, node in harvest.create)

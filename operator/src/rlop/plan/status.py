@@ -16,6 +16,11 @@ CAPACITY = "CapacityLimited"
 PROBLEM_WHEN_TRUE = (CAPACITY,)  # conditions that are bad news when True (the others when False)
 
 
+# what a write to a pod does, as the first half of the (what, name) key an Event may need to have succeeded;
+# an apply is keyed (kind, name)
+COST, DELETE_POD, EVICT, RELEASE = "deletion-cost of pod", "delete of pod", "eviction of pod", "gate release of pod"
+
+
 @dataclass(frozen=True)
 class Event:
     """A Kubernetes event to post on the RLJob."""
