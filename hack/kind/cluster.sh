@@ -50,7 +50,7 @@ up() {
     for _ in $(seq 90); do kubectl get --raw /readyz >/dev/null 2>&1 && break; sleep 2; done
   fi
   log "loading rlop's images"
-  kind load docker-image --name "$NAME" rlop:0.1.0 rlop-workload:dev "rlop.local/prometheus:v$(cat "$BIN/.prometheus.stamp")" >&2
+  kind load docker-image --name "$NAME" "$OPERATOR_IMAGE" rlop-workload:dev "rlop.local/prometheus:v$(cat "$BIN/.prometheus.stamp")" >&2
   kubectl wait --for=condition=Ready nodes --all --timeout=180s >&2
   kubectl -n kube-system rollout status ds/kube-router --timeout=180s >&2
   kubectl -n kube-system rollout status deploy/coredns --timeout=180s >&2

@@ -150,7 +150,7 @@ DF
 
 project_images() {
   log "rlop images"
-  build --build-arg "BASE=$BASE_IMAGE" --build-arg "EXTRA_CA=$EXTRA_CA" -t rlop:0.1.0 \
+  build --build-arg "BASE=$BASE_IMAGE" --build-arg "EXTRA_CA=$EXTRA_CA" -t "$OPERATOR_IMAGE" \
     -f "$ROOT/operator/Dockerfile" "$ROOT"
   build --build-arg "BASE=$BASE_IMAGE" --build-arg "EXTRA_CA=$EXTRA_CA" -t rlop-workload:dev "$ROOT/examples/workload"
   have_image "$PROMETHEUS_IMAGE" || component_images

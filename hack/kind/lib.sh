@@ -7,6 +7,8 @@ BIN=${RLOP_BIN_DIR:-$CACHE/bin}
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 export GOMODCACHE=${GOMODCACHE:-$CACHE/gomod}
 KIND_SRC=$GOMODCACHE/sigs.k8s.io/kind@v$KIND_VERSION
+# the operator image is tagged with the chart's appVersion (the chart's default tag)
+OPERATOR_IMAGE=rlop:$(sed -n 's/^appVersion: "\(.*\)"$/\1/p' "$ROOT/charts/rlop/Chart.yaml")
 # Packages of the two root filesystems: kind's node, and the base of every other image.
 NODE_PKGS=systemd,dbus,conntrack,iptables,nftables,iproute2,ethtool,util-linux,mount,kmod,libseccomp2,pigz,bash,ca-certificates,curl,jq,procps,e2fsprogs,containerd,runc,containernetworking-plugins,socat,ebtables,ipset
 BASE_PKGS=ca-certificates,python3,python3-venv,python-is-python3,iptables,ipset,iproute2,conntrack,nftables,kmod

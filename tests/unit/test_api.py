@@ -83,3 +83,14 @@ def test_unknown_fields_are_refused_and_pod_template_fields_pass_through() -> No
     dumped = job.spec.pools.rollout.template.model_dump(mode="json", exclude_none=True)
     assert dumped["spec"]["hostNetwork"] is False
     assert dumped["spec"]["containers"][0]["command"] == ["a"]
+
+
+def test_the_version_is_the_same_everywhere() -> None:
+    """pyproject's version is the chart's version and appVersion (the operator image's tag)."""
+    import tomllib
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    project = tomllib.loads((root / "pyproject.toml").read_text())["project"]["version"]
+    chart = yaml.safe_load((root / "charts" / "rlop" / "Chart.yaml").read_text())
+    assert project == chart["version"] == chart["appVersion"]

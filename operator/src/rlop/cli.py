@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from rlop.config import Config
 from rlop.dev import REPO
 
 
@@ -39,13 +40,13 @@ def _run(args: argparse.Namespace) -> int:
     import kopf
 
     import rlop.handlers  # noqa: F401 - registers the handlers
-    from rlop.config import Config
 
     cfg = Config(
         interval=args.interval,
         prometheus_url=args.prometheus_url,
         prometheus_timeout=args.prometheus_timeout,
         metrics_port=args.metrics_port,
+        concurrency=args.concurrency,
         kubeconfig=args.kubeconfig,
         leader_election=args.leader_election,
         lease_namespace=args.lease_namespace,
@@ -127,14 +128,17 @@ def parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run the operator")
     run.add_argument("--kubeconfig", default=os.environ.get("KUBECONFIG"))
     run.add_argument("-n", "--namespace", action="append", help="watch only these namespaces (repeatable)")
-    run.add_argument("--interval", type=float, default=float(os.environ.get("RLOP_INTERVAL", 5)))
-    run.add_argument("--prometheus-url", default=os.environ.get("RLOP_PROMETHEUS_URL", "http://localhost:9090"))
-    run.add_argument("--prometheus-timeout", type=float, default=3.0)
-    run.add_argument("--metrics-port", type=int, default=int(os.environ.get("RLOP_METRICS_PORT", 9090)))
-    run.add_argument("--liveness", default=os.environ.get("RLOP_LIVENESS", "http://0.0.0.0:8080/healthz"))
-    run.add_argument("--leader-election", action="store_true", default=os.environ.get("RLOP_LEADER_ELECTION") == "1",
+    defaults = Config()
+    run.add_argument("--interval", type=float, default=defaults.interval, help="seconds between full passes")
+    run.add_argument("--prometheus-url", default=defaults.prometheus_url)
+    run.add_argument("--prometheus-timeout", type=float, default=defaults.prometheus_timeout)
+    run.add_argument("--metrics-port", type=int, default=defaults.metrics_port, help="0 turns /metrics off")
+    run.add_argument("--liveness", default="http://0.0.0.0:8080/healthz", help="'' turns the probe off")
+    run.add_argument("--concurrency", type=int, default=defaults.concurrency, help="jobs written at once")
+    run.add_argument("--leader-election", action="store_true",
                      help="act only while holding the rlop-leader Lease (for several replicas)")  # fmt: skip
-    run.add_argument("--lease-namespace", default=os.environ.get("POD_NAMESPACE", "default"))
+    run.add_argument("--lease-namespace", default=os.environ.get("POD_NAMESPACE", defaults.lease_namespace),
+                     help="default: $POD_NAMESPACE (set by the chart), else default")  # fmt: skip
     run.add_argument("--identity", default=f"{socket.gethostname()}-{os.getpid()}")
     run.add_argument("-v", "--verbose", action="store_true")
     run.set_defaults(func=_run)

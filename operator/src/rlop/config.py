@@ -1,4 +1,4 @@
-"""Operator settings, set from `rlop run` flags (or RLOP_* environment variables in the chart)."""
+"""Operator settings, set from `rlop run` flags (the chart passes flags too); the defaults are these."""
 
 from __future__ import annotations
 

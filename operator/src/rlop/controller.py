@@ -218,7 +218,9 @@ class Controller:
                 out.append(pod)
         return out
 
-    def scaling(self, key: JobKey, job: RLJob, obs: JobObservation, results: Mapping[Hashable, Result]) -> Scaling:
+    def scaling(
+        self, key: JobKey, job: RLJob, obs: JobObservation, results: Mapping[Hashable, Result], now: datetime
+    ) -> Scaling:
         ns, name = key
         readings: dict[tuple[str, int], Reading] = {}
         busy: dict[str, dict[str, float]] = {}
@@ -229,7 +231,6 @@ class Controller:
             cost = results.get((ns, name, pool, "cost"))
             if isinstance(cost, list):
                 busy[pool] = per_pod(cost)
-        now = datetime.now(UTC).replace(microsecond=0)
         return plan_scaling(job, base_replicas(job), obs.pods, readings, busy, now)
 
     def plan(
@@ -248,7 +249,7 @@ class Controller:
             else:
                 utilization = {labels["node"]: v for labels, v in util if "node" in labels and math.isfinite(v)}
         obs = self.observe(key, job, view, utilization, problem)
-        scaling = self.scaling(key, job, obs, results) if results is not None else None
+        scaling = self.scaling(key, job, obs, results, now) if results is not None else None
         plan = plan_job(obs, now, scaling)
         for manifest in plan.apply:  # count new pods against their nodes before later jobs plan
             if manifest["kind"] == "Pod":
