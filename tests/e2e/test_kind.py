@@ -156,8 +156,9 @@ def test_rollout_and_sandbox_scale_up_and_down_on_live_metrics(kind: KindCluster
              what="the new rollout pods Ready")  # fmt: skip
     kind.post(NS, f"{JOB}-controller", 8000, "/load", {"prompts_per_s": 0, "checks_per_prompt": 1})
     wait_for(lambda: desired(k, "rollout") == 1, timeout=300, what="rollout back to minReplicas")
-    reasons = {e["reason"] for e in k.events(JOB)}
-    assert {"ScaledUp", "ScaledDown"} <= reasons, reasons
+    # the status is written first, the events that explain it right after: wait for them too
+    wait_for(lambda: {"ScaledUp", "ScaledDown"} <= {e["reason"] for e in k.events(JOB)}, timeout=30,
+             what="ScaledUp and ScaledDown events")  # fmt: skip
 
 
 def sandbox_spec(k: Kubectl, autoscale: dict[str, Any], placement: dict[str, Any]) -> None:

@@ -2,7 +2,8 @@ from __future__ import annotations
 
 import math
 
-from rlop.prom.promql import batch, escape, instantiate, per_pod, reading, split
+from rlop.plan.readings import per_pod, reading
+from rlop.prom.promql import batch, escape, instantiate, split
 
 
 def test_label_values_are_escaped() -> None:

@@ -9,30 +9,26 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import math
 import time
-from collections.abc import Awaitable, Hashable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 from pydantic import ValidationError
 
 from rlop import metrics
 from rlop.api.models import RLJob, RLJobStatus
 from rlop.api.names import COST_ANNOTATION, GANG_GATE, HASH_ANNOTATION
-from rlop.api.pools import autoscaled
 from rlop.config import Config
 from rlop.kube.client import Kube, KubeError
 from rlop.kube.lease import Lease
-from rlop.plan.autoscale import Reading
 from rlop.plan.job import JobObservation, JobPlan, base_replicas, owned, plan_job, with_apply_errors
 from rlop.plan.observed import ChildInfo, NodeInfo, PodInfo, controller_owner, pod_info, version
-from rlop.plan.render import harvests
-from rlop.plan.scaling import Scaling, plan_scaling
+from rlop.plan.readings import Answer, JobReadings, QueryKey, queries, read
+from rlop.plan.scaling import plan_scaling
 from rlop.plan.status import COST, DELETE_POD, EVICT, RELEASE, SYNCED, Event, find, set_condition
-from rlop.prom.client import PromError, Prometheus, Request, Result, as_reading
-from rlop.prom.promql import per_pod
+from rlop.prom.client import Prometheus, Request
 
 log = logging.getLogger("rlop")
 WATCH_LAG = 10.0  # seconds to trust our own write over a watch that has not caught up
@@ -112,7 +108,7 @@ class Controller:
         their writes run concurrently, `cfg.concurrency` jobs at a time.
         """
         jobs = {key: self.load(key) for key in keys}
-        results = await self.read_metrics(jobs) if full else None
+        answers = await self.read_metrics(jobs) if full else None
         now = datetime.now(UTC).replace(microsecond=0)
         limit = asyncio.Semaphore(self.cfg.concurrency)
         view = await self.cluster_view(jobs)
@@ -128,7 +124,7 @@ class Controller:
                 continue
             started = time.perf_counter()
             try:
-                plan, obs = self.plan(key, job, results, now, view)
+                plan, obs = self.plan(key, job, None if answers is None else answers.get(key, {}), now, view)
             except Exception as exc:  # one job's failure must not stop the others
                 log.exception("Planning RLJob %s/%s failed", *key)
                 metrics.RECONCILE_ERRORS.inc()
@@ -157,21 +153,18 @@ class Controller:
             job = job.model_copy(update={"status": status})
         return body, job
 
-    async def read_metrics(self, jobs: Mapping[JobKey, Any]) -> dict[Hashable, Result]:
+    async def read_metrics(self, jobs: Mapping[JobKey, Any]) -> dict[JobKey, dict[QueryKey, Answer]]:
+        """One interval's answers to every job's queries (one HTTP request per distinct template)."""
         requests = []
         for (ns, name), loaded in jobs.items():
-            if loaded is None or not isinstance(loaded[1], RLJob):
-                continue
-            for pool, _, auto in autoscaled(loaded[1]):
-                for i, metric in enumerate(auto.metrics):
-                    requests.append(Request((ns, name, pool, i), metric.query, ns, name, pool))
-                if cost := auto.deletion_cost_query:
-                    requests.append(Request((ns, name, pool, "cost"), cost, ns, name, pool))
-            sandbox = loaded[1].spec.pools.sandbox
-            if sandbox is not None and harvests(loaded[1]):
-                query = sandbox.placement.utilization_query
-                requests.append(Request((ns, name, "sandbox", "utilization"), query, ns, name, "sandbox"))
-        return await self.prom.read(requests) if requests else {}
+            if loaded is not None and isinstance(loaded[1], RLJob):
+                requests += [Request((ns, name, q.key), q.template, ns, name, q.pool) for q in queries(loaded[1])]
+        results = await self.prom.read(requests) if requests else {}
+        out: dict[JobKey, dict[QueryKey, Answer]] = {}
+        for request_key, result in results.items():
+            ns, name, qkey = cast(tuple[str, str, QueryKey], request_key)
+            out.setdefault((ns, name), {})[qkey] = result
+        return out
 
     async def cluster_view(self, jobs: Mapping[JobKey, Any]) -> tuple[list[NodeInfo], list[PodInfo]]:
         """Nodes and every placed pod, once per pass (plans append the pods they will create).
@@ -218,38 +211,22 @@ class Controller:
                 out.append(pod)
         return out
 
-    def scaling(
-        self, key: JobKey, job: RLJob, obs: JobObservation, results: Mapping[Hashable, Result], now: datetime
-    ) -> Scaling:
-        ns, name = key
-        readings: dict[tuple[str, int], Reading] = {}
-        busy: dict[str, dict[str, float]] = {}
-        for pool, _, auto in autoscaled(job):
-            for i in range(len(auto.metrics)):
-                readings[(pool, i)] = r = as_reading(results.get((ns, name, pool, i)))
-                metrics.set_metric(ns, name, pool, i, r.value)
-            cost = results.get((ns, name, pool, "cost"))
-            if isinstance(cost, list):
-                busy[pool] = per_pod(cost)
-        return plan_scaling(job, base_replicas(job), obs.pods, readings, busy, now)
-
     def plan(
         self,
         key: JobKey,
         job: RLJob,
-        results: Mapping[Hashable, Result] | None,
+        answers: Mapping[QueryKey, Answer] | None,
         now: datetime,
         view: tuple[list[NodeInfo], list[PodInfo]],
     ) -> tuple[JobPlan, JobObservation]:
-        utilization, problem = None, None
-        util = (results or {}).get((*key, "sandbox", "utilization"))
-        if util is not None:
-            if isinstance(util, PromError):
-                problem = f"sandbox placement holds: utilization query: {util.message}"
-            else:
-                utilization = {labels["node"]: v for labels, v in util if "node" in labels and math.isfinite(v)}
-        obs = self.observe(key, job, view, utilization, problem)
-        scaling = self.scaling(key, job, obs, results, now) if results is not None else None
+        """Plan one job; with `answers` (a full pass) the autoscaler decides and sandbox pods are placed."""
+        got = read(job, answers) if answers is not None else JobReadings()
+        obs = self.observe(key, job, view, got.utilization, got.utilization_error)
+        scaling = None
+        if answers is not None:
+            for (pool, i), r in got.metrics.items():
+                metrics.set_metric(*key, pool, i, r.value)
+            scaling = plan_scaling(job, base_replicas(job), obs.pods, got.metrics, got.busy, now)
         plan = plan_job(obs, now, scaling)
         for manifest in plan.apply:  # count new pods against their nodes before later jobs plan
             if manifest["kind"] == "Pod":

@@ -20,18 +20,19 @@ from datetime import datetime
 from typing import Any
 
 from rlop.api.models import RLJob, RLJobStatus
-from rlop.plan.autoscale import Reading
 from rlop.plan.job import JobObservation, base_replicas, plan_job, sandbox_pod_info
 from rlop.plan.observed import NodeInfo, PodInfo, pod_info
 from rlop.plan.quantity import parse_quantity
+from rlop.plan.readings import Answer, QueryKey, Unavailable, read
 from rlop.plan.scaling import plan_scaling
 
 
-def _readings(metrics: Mapping[str, Any]) -> dict[tuple[str, int], Reading]:
-    out = {}
+def _answers(metrics: Mapping[str, Any]) -> dict[QueryKey, Answer]:
+    """The given values as answers to the pools' queries (None: unavailable, as Prometheus down)."""
+    out: dict[QueryKey, Answer] = {}
     for pool, values in metrics.items():
         for i, v in enumerate(values if isinstance(values, list) else [values]):
-            out[(pool, i)] = Reading(None, "no value given") if v is None else Reading(float(v))
+            out[(pool, i)] = Unavailable("no value given") if v is None else [({}, float(v))]
     return out
 
 
@@ -73,7 +74,7 @@ def what_if(
         bound = [p for p in bound if not p.harvest] + sandbox
     pods = [PodInfo(name=f"{pool}-{i}", pool=pool, ready=True) for pool, n in base.items() for i in range(n)
             if pool != "sandbox" or nodes is None] + sandbox  # fmt: skip
-    scaling = plan_scaling(job, base, pods, _readings(metrics), {}, now)
+    scaling = plan_scaling(job, base, pods, read(job, _answers(metrics)).metrics, {}, now)
     obs = JobObservation(job=job, pods=pods, nodes=node_infos, bound_pods=bound,
                          utilization=utilization if nodes is not None else None)  # fmt: skip
     plan = plan_job(obs, now, scaling)

@@ -12,8 +12,7 @@ from typing import Any
 import aiohttp
 
 from rlop import metrics
-from rlop.plan.autoscale import Reading
-from rlop.prom.promql import Sample, batch, instantiate, reading, split
+from rlop.prom.promql import Sample, batch, instantiate, split
 
 
 @dataclass(frozen=True)
@@ -105,15 +104,6 @@ class Prometheus:
             return await self.query(query)
         except PromError as exc:
             return exc
-
-
-def as_reading(result: Result | None) -> Reading:
-    """A metric reading from a query result (one finite sample), or why there is none."""
-    if result is None:
-        return Reading(None, "not queried")
-    if isinstance(result, PromError):
-        return Reading(None, result.message, result.unreachable)
-    return reading(result)
 
 
 def _samples(data: dict[str, Any]) -> list[Sample]:

@@ -1,5 +1,5 @@
-"""PromQL templates (pure): escaped substitution, batching many instances into one query, and reading
-results back.
+"""PromQL templates (pure): escaped substitution, batching many instances into one query, and splitting
+the batched result back per instance.
 
 A template may use ``{{namespace}}``, ``{{job}}`` and ``{{pool}}`` inside double-quoted label matchers;
 values are escaped for PromQL strings. All instances of one template are evaluated in ONE request:
@@ -8,10 +8,7 @@ values are escaped for PromQL strings. All instances of one template are evaluat
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
-
-from rlop.plan.autoscale import Reading
 
 KEY_LABEL = "rlop_key"
 Sample = tuple[Mapping[str, str], float]
@@ -41,20 +38,3 @@ def split(samples: Sequence[Sample], count: int) -> list[list[Sample]]:
         if key.isdigit() and int(key) < count:
             out[int(key)].append(({k: v for k, v in labels.items() if k != KEY_LABEL}, value))
     return out
-
-
-def reading(samples: Sequence[Sample]) -> Reading:
-    """One metric value from a query's result: exactly one finite sample, or why not."""
-    if not samples:
-        return Reading(None, "query returned no data")
-    if len(samples) > 1:
-        return Reading(None, f"query returned {len(samples)} series; aggregate it, e.g. sum(...)")
-    value = samples[0][1]
-    if not math.isfinite(value):
-        return Reading(None, f"query returned {value}")
-    return Reading(value)
-
-
-def per_pod(samples: Sequence[Sample]) -> dict[str, float]:
-    """Values of a per-pod query by its `pod` label (non-finite values are dropped)."""
-    return {labels["pod"]: v for labels, v in samples if "pod" in labels and math.isfinite(v)}
