@@ -24,7 +24,7 @@ from rlop.config import Config
 from rlop.kube.client import Kube, KubeError
 from rlop.kube.lease import Lease
 from rlop.plan.job import JobObservation, JobPlan, base_replicas, owned, plan_job, with_apply_errors
-from rlop.plan.observed import ChildInfo, NodeInfo, PodInfo, controller_owner, pod_info, version
+from rlop.plan.observed import ChildInfo, NodeInfo, PodInfo, controller_owner, owned_by, pod_info, version
 from rlop.plan.readings import Answer, JobReadings, QueryKey, queries, read
 from rlop.plan.scaling import plan_scaling
 from rlop.plan.status import COST, DELETE_POD, EVICT, RELEASE, SYNCED, Event, find, set_condition
@@ -148,10 +148,14 @@ class Controller:
             job = RLJob.model_validate(body)
         except ValidationError as exc:
             return body, exc
-        uid, status = self.written.get(key, (None, None))
-        if status is not None and uid == job.metadata.uid:
+        if (status := self.last_status(key, job.metadata.uid)) is not None:
             job = job.model_copy(update={"status": status})
         return body, job
+
+    def last_status(self, key: JobKey, uid: str | None) -> RLJobStatus | None:
+        """The status rlop last wrote for this very job (not one deleted and re-created with its name)."""
+        written_uid, status = self.written.get(key, (None, None))
+        return status if written_uid == uid else None
 
     async def read_metrics(self, jobs: Mapping[JobKey, Any]) -> dict[JobKey, dict[QueryKey, Answer]]:
         """One interval's answers to every job's queries (one HTTP request per distinct template)."""
@@ -196,7 +200,8 @@ class Controller:
         }
         children, pods = owned(job, labelled, list(idx["job_pods"].get(key, [])))
         nodes, bound = view
-        written = {(kind, name): v for (ns, kind, name), (_, _, v) in self.applied.items() if ns == key[0] and v}
+        applied = {child: self.applied.get((key[0], *child)) for child in children}
+        written = {child: a[2] for child, a in applied.items() if a is not None and a[2]}
         return JobObservation(job, children, self._fresh(pods, job=key), nodes, bound, utilization, problem, written)
 
     def _fresh(self, pods: list[PodInfo], job: JobKey | None = None) -> list[PodInfo]:
@@ -306,7 +311,7 @@ class Controller:
                 continue  # just written; the watch has not delivered it yet
             child = key[1:]
             try:
-                if child not in obs.children and key[1] != "Pod" and (taken := await self.taken(job, *child)):
+                if child not in obs.children and child[0] != "Pod" and (taken := await self.taken(job, *child)):
                     errors.append((*child, taken))
                     continue
                 result = await self.kube.apply(manifest)
@@ -318,8 +323,8 @@ class Controller:
             after = version(result or {})
             self.applied[key] = (digest, time.monotonic(), after)
             done.add(child)
-            if manifest["kind"] == "Pod":
-                self.gone.pop((ns, manifest["metadata"]["name"]), None)
+            if child[0] == "Pod":
+                self.gone.pop((ns, child[1]), None)
             elif child in plan.drift and after != obs.children[child].version:
                 message = f"reverted {child[0]} {child[1]}: its spec was changed outside rlop"
                 corrected.append(Event("Normal", "DriftCorrected", message))
@@ -344,8 +349,7 @@ class Controller:
     async def taken(self, job: RLJob, kind: str, name: str) -> str | None:
         """Why a child's name is not free: an object rlop did not create for this job has it."""
         found = await self.kube.get(kind, job.metadata.namespace, name)
-        owner = controller_owner((found or {}).get("metadata") or {})
-        if found is None or (owner is not None and owner.uid == job.metadata.uid):
+        if found is None or owned_by(controller_owner(found.get("metadata") or {}), job.metadata.uid):
             return None
         return f"{kind} {name} already exists and was not created by rlop for this RLJob: rlop does not take it over"
 
@@ -366,9 +370,7 @@ class Controller:
         meta = body["metadata"]
         key = (meta["namespace"], meta["name"])
         try:
-            uid, written = self.written.get(key, (None, None))
-            seen = RLJobStatus.model_validate(body.get("status") or {})
-            old = written if written is not None and uid == meta.get("uid") else seen
+            old = self.last_status(key, meta.get("uid")) or RLJobStatus.model_validate(body.get("status") or {})
             conditions = set_condition(old.conditions, SYNCED, "False", reason, message, now, meta.get("generation"))
             status = old.model_copy(update={"phase": "Error", "conditions": conditions})
             if status != old:

@@ -50,9 +50,9 @@ _IS_QUANTITY = "isQuantity(string(self))"
 _QUANTITY_MESSAGE = "must be a Kubernetes quantity, e.g. 500m, 2Gi or 1"
 
 
-def _refuse(rule: str, message: str) -> Any:
+def _refuse(rule: str, message: str, **alias: str) -> Any:
     """An optional field whose value must satisfy `rule` (CEL, checked by the API server)."""
-    return Field(default=None, json_schema_extra=_cel((rule, message)))
+    return Field(default=None, json_schema_extra=_cel((rule, message)), **alias)  # type: ignore[call-overload]
 
 
 def _quantities() -> Any:
@@ -220,12 +220,8 @@ class SandboxPodSpec(PodSpec):
     init_containers: Sequence[SandboxContainer] | None = Field(default=None, max_length=16)
     ephemeral_containers: list[Open] | None = _refuse("size(self) == 0", "a pod template has no ephemeral containers")
     host_network: bool | None = _refuse("!self", "sandbox pods may not use the host's network namespace")
-    host_pid: bool | None = Field(
-        default=None, alias="hostPID", json_schema_extra=_cel(("!self", "sandbox pods may not share the host's PIDs"))
-    )
-    host_ipc: bool | None = Field(
-        default=None, alias="hostIPC", json_schema_extra=_cel(("!self", "sandbox pods may not share the host's IPC"))
-    )
+    host_pid: bool | None = _refuse("!self", "sandbox pods may not share the host's PIDs", alias="hostPID")
+    host_ipc: bool | None = _refuse("!self", "sandbox pods may not share the host's IPC", alias="hostIPC")
     automount_service_account_token: bool | None = _refuse(
         "!self", "sandbox pods get no service-account token: leave automountServiceAccountToken unset or false"
     )

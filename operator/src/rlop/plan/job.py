@@ -13,7 +13,7 @@ from rlop.api.names import HASH_ANNOTATION
 from rlop.api.pools import autoscaled, fixed_replicas, pools
 from rlop.plan.gang import GangDecision, plan_gang
 from rlop.plan.harvest import HarvestPlan, plan_harvest
-from rlop.plan.observed import ChildInfo, NodeInfo, PodInfo, pod_requests
+from rlop.plan.observed import ChildInfo, NodeInfo, PodInfo, owned_by, pod_requests
 from rlop.plan.render import Manifest, child_name, harvests, render, sandbox_pod, sandbox_template
 from rlop.plan.scaling import Scaling
 from rlop.plan.status import (
@@ -100,7 +100,7 @@ def owned(
 ) -> tuple[dict[ChildKey, ChildInfo], list[PodInfo]]:
     """The children and pods that are this job's own: labels say which job an object is for, only the
     controller ownerReference says rlop made it (a user's object with the same labels is never touched)."""
-    ours = {k: c for k, c in children.items() if c.owner is not None and c.owner.uid == job.metadata.uid}
+    ours = {k: c for k, c in children.items() if owned_by(c.owner, job.metadata.uid)}
     parents = {c.uid for c in ours.values() if c.kind == "StatefulSet"} | {job.metadata.uid}
     sets = tuple(f"{name}-" for kind, name in ours if kind == "Deployment")
 

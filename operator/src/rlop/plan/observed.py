@@ -144,6 +144,11 @@ def controller_owner(meta: Raw) -> Owner | None:
     return None
 
 
+def owned_by(owner: Owner | None, uid: str | None) -> bool:
+    """Is `owner` (a controller ownerReference) the object with this uid?"""
+    return owner is not None and owner.uid == uid
+
+
 def version(body: Raw) -> str | None:
     """A child's spec version: its generation, or (Services have none) its resourceVersion."""
     meta = body.get("metadata") or {}

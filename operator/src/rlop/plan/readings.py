@@ -68,21 +68,23 @@ def queries(job: RLJob) -> list[Query]:
 
 def read(job: RLJob, answers: Mapping[QueryKey, Answer]) -> JobReadings:
     """Readings from the answers to `queries(job)`; a query without an answer is "not queried"."""
-    out = JobReadings()
+    metrics: dict[MetricKey, Reading] = {}
+    busy: dict[str, dict[str, float]] = {}
     for pool, _, auto in autoscaled(job):
         for i in range(len(auto.metrics)):
             answer = answers.get((pool, i))
-            out.metrics[(pool, i)] = Reading(None, "not queried") if answer is None else reading(answer)
+            metrics[(pool, i)] = Reading(None, "not queried") if answer is None else reading(answer)
         cost = answers.get((pool, "cost"))
         if isinstance(cost, Sequence):
-            out.busy[pool] = per_pod(cost)
+            busy[pool] = per_pod(cost)
     util = answers.get(("sandbox", "utilization"))
     if util is None:
-        return out
+        return JobReadings(metrics, busy)
     if not isinstance(util, Sequence):
-        return JobReadings(out.metrics, out.busy, None, f"sandbox placement holds: utilization query: {util.message}")
-    nodes = {labels["node"]: v for labels, v in util if "node" in labels and math.isfinite(v)}
-    return JobReadings(out.metrics, out.busy, nodes)
+        return JobReadings(metrics, busy, None, f"sandbox placement holds: utilization query: {util.message}")
+    return JobReadings(
+        metrics, busy, {labels["node"]: v for labels, v in util if "node" in labels and math.isfinite(v)}
+    )
 
 
 def reading(answer: Answer) -> Reading:
