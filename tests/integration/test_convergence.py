@@ -86,3 +86,31 @@ def test_objects_rlop_did_not_create_are_never_touched(k: Kubectl, operator: Ope
     events = k.events("own")
     assert not any("Service own-rollout" in e["message"] and e["reason"] == "Created" for e in events), events
     assert sum(e["reason"] == "ApplyFailed" for e in events) == 1  # once, not every pass
+
+
+def test_edits_made_while_rlop_was_down_are_reverted_and_fields_it_does_not_set_stay(
+    k: Kubectl, operator: Operator
+) -> None:
+    k.apply(job("down"))
+    wait_for(lambda: synced(k, "down").get("status") == "True" and k.get("deployment", "down-rollout"), 60,
+             "children applied")  # fmt: skip
+    operator.stop()
+    try:
+        k("scale", "deployment/down-rollout", "--replicas=3")
+        k("rollout", "restart", "deployment/down-sandbox")  # a template annotation rlop does not set
+        k("label", "service", "down-rollout", "rlop.dev/job-")  # rlop's own label removed
+    finally:
+        operator.start()
+
+    def converged() -> bool:
+        svc = k.get("service", "down-rollout")
+        return (
+            k.get("deployment", "down-rollout")["spec"]["replicas"] == 1
+            and svc["metadata"]["labels"].get("rlop.dev/job") == "down"
+        )
+
+    wait_for(converged, 30, "the edit made while rlop was down reverted, its label back")
+    assert any("Deployment down-rollout" in e["message"] for e in k.events("down") if e["reason"] == "DriftCorrected")
+    time.sleep(3)
+    annotations = k.get("deployment", "down-sandbox")["spec"]["template"]["metadata"].get("annotations", {})
+    assert "kubectl.kubernetes.io/restartedAt" in annotations  # not rlop's field: kept

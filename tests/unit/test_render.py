@@ -110,10 +110,12 @@ def test_every_sandbox_container_is_hardened_init_containers_too() -> None:
     pod = deployment["spec"]["template"]["spec"]
     assert pod["securityContext"]["seccompProfile"] == {"type": "Localhost", "localhostProfile": "p.json"}  # kept
     assert pod["securityContext"]["runAsUser"] == 65532 and pod["securityContext"]["runAsNonRoot"] is True
+    assert (pod["automountServiceAccountToken"], pod["enableServiceLinks"], pod["hostNetwork"]) == (False, False, False)
     for c in pod["containers"] + pod["initContainers"]:
         sec = c["securityContext"]
         assert (sec["allowPrivilegeEscalation"], sec["runAsNonRoot"], sec["privileged"]) == (False, True, False)
         assert sec["capabilities"] == {"drop": ["ALL"]} and "runAsUser" not in sec
+        assert sec["readOnlyRootFilesystem"] is True
         assert c["resources"]["limits"] == {"cpu": 1, "memory": "1Gi"}
         assert {"name": "tmp", "mountPath": "/tmp"} in c["volumeMounts"]
     main = pod["containers"][0]
