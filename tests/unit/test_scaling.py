@@ -67,9 +67,9 @@ def test_scale_event_and_history_are_recorded_in_status() -> None:
     s = plan_scaling(j, base_replicas(j), [], {("rollout", 0): Reading(40)}, {}, NOW)
     assert s.replicas["rollout"] == 4
     upd = s.pools["rollout"]
-    assert upd["last_scale_time"] == NOW and upd["last_metric"] == 40
-    assert [e.change for e in upd["scale_events"]] == [3]
-    assert [e.reason for e in s.events] == ["ScaledUp"]
+    assert upd.last_scale_time == NOW and upd.last_metric == 40
+    assert [e.change for e in upd.scale_events or []] == [3]
+    assert [(e.reason, e.pool) for e in s.events] == [("ScaledUp", "rollout")]
     assert s.events[0].message.startswith("rollout 1 -> 4: metric 40 vs target 10 per replica")
 
 
@@ -77,7 +77,8 @@ def test_missing_metrics_set_the_condition_and_hold() -> None:
     j = job(rollout=_auto())
     s = plan_scaling(j, {"trainer": 2, "rollout": 3}, [], {("rollout", 0): Reading(None, "boom", True)}, {}, NOW)
     assert s.replicas["rollout"] == 3
-    assert s.conditions[0][:3] == ("MetricsAvailable", "False", "PrometheusUnreachable")
+    c = s.conditions[0]
+    assert (c.type, c.status, c.reason) == ("MetricsAvailable", "False", "PrometheusUnreachable")
 
 
 def test_budget_counts_the_trainer_first() -> None:

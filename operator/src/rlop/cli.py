@@ -12,7 +12,11 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from rlop.config import Config
-from rlop.dev import REPO
+
+CHECKOUT_ONLY = (
+    "rlop {command} runs from a checkout of the rlop repository (pip install -e .): it builds clusters with the "
+    "checkout's hack/ scripts, so it is not part of the operator's wheel or image"
+)
 
 
 def _taken(host: str, port: int) -> bool:
@@ -74,7 +78,7 @@ def _crd(args: argparse.Namespace) -> int:
 
 
 def _dev_cluster(args: argparse.Namespace) -> int:
-    from rlop.dev.cluster import DevCluster, default_nodes, describe
+    from rlop.dev.cluster import DevCluster, default_nodes, describe  # see main(): checkout only
 
     workdir = Path(args.dir).absolute()
     if args.action == "up":
@@ -116,9 +120,10 @@ def _plan(args: argparse.Namespace) -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from rlop import demo
+    from rlop.dev import REPO, demo  # see main(): checkout only
 
-    return demo.run(Path(args.dir).absolute(), args.duration, Path(args.file))
+    job = Path(args.file) if args.file else REPO / "examples" / "rljob.yaml"
+    return demo.run(Path(args.dir).absolute(), args.duration, job)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -157,7 +162,7 @@ def parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="a local cluster, the operator and an RLJob, live")
     demo.add_argument("--dir", default=".rlop/demo")
     demo.add_argument("--duration", type=float, default=0, help="seconds (default: the phases' own, 225 s)")
-    demo.add_argument("-f", "--file", default=str(REPO / "examples" / "rljob.yaml"))
+    demo.add_argument("-f", "--file", help="RLJob YAML (default: the checkout's examples/rljob.yaml)")
     demo.set_defaults(func=_demo)
 
     dev = sub.add_parser("dev", help="local development helpers")
@@ -173,6 +178,12 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    if args.command in ("demo", "dev"):
+        try:
+            import rlop.dev  # noqa: F401
+        except ImportError:
+            print(f"rlop: {CHECKOUT_ONLY.format(command=args.command)}", file=sys.stderr)
+            return 2
     code: int = args.func(args)
     return code
 

@@ -10,34 +10,73 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Iterable, Mapping, Sequence
-from dataclasses import replace
+from collections.abc import Awaitable, Hashable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 from pydantic import ValidationError
 
 from rlop import metrics
+from rlop.api import reasons as R
 from rlop.api.models import RLJob, RLJobStatus
 from rlop.api.names import COST_ANNOTATION, GANG_GATE, HASH_ANNOTATION
 from rlop.config import Config
-from rlop.kube.client import Kube, KubeError
+from rlop.expectations import Expectations, JobKey, Refusal
+from rlop.kube.client import KubeError
 from rlop.kube.lease import Lease
 from rlop.plan.job import JobObservation, JobPlan, base_replicas, owned, plan_job, with_apply_errors
 from rlop.plan.observed import ChildInfo, NodeInfo, PodInfo, controller_owner, owned_by, pod_info, version
 from rlop.plan.readings import Answer, JobReadings, QueryKey, queries, read
+from rlop.plan.render import Manifest
 from rlop.plan.scaling import plan_scaling
-from rlop.plan.status import COST, DELETE_POD, EVICT, RELEASE, SYNCED, Event, find, set_condition
-from rlop.prom.client import Prometheus, Request
+from rlop.plan.status import COST, DELETE_POD, EVICT, RELEASE, ConditionUpdate, Event, find, set_condition
+from rlop.prom.client import Request, Result
 
 log = logging.getLogger("rlop")
-WATCH_LAG = 10.0  # seconds to trust our own write over a watch that has not caught up
-JobKey = tuple[str, str]  # (namespace, name)
-Refusal = tuple[str, str, str]  # (kind, name, why): a write the API server (or rlop) refused
 
 # kopf index names (the handler functions in rlop.handlers); values are kopf Stores of snapshots
 INDEXES = ("rljob_index", "job_pods", "node_pods", "node_index")
 CHILD_INDEXES = ("job_deployments", "job_statefulsets", "job_services", "job_networkpolicies")
+
+
+class Kube(Protocol):
+    """The writes and reads the loop makes besides the watches (rlop.kube.client.KubeClient)."""
+
+    async def apply(self, manifest: Manifest) -> Any: ...
+    async def get(self, kind: str, namespace: str, name: str) -> Any: ...
+    async def bound_pods(self) -> list[Any]: ...
+    async def delete(self, kind: str, namespace: str, name: str) -> None: ...
+    async def patch_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> Any: ...
+    async def evict(self, namespace: str, pod: str) -> None: ...
+    async def annotate_pod(self, namespace: str, pod: str, annotations: Mapping[str, str]) -> None: ...
+    async def remove_scheduling_gate(self, namespace: str, pod: str, gate: str) -> None: ...
+    async def event(self, obj: Mapping[str, Any], type_: str, reason: str, message: str) -> None: ...
+    async def close(self) -> None: ...
+
+
+class Prometheus(Protocol):
+    """One interval's queries, answered (rlop.prom.client.PrometheusClient)."""
+
+    async def read(self, requests: Sequence[Request]) -> Mapping[Hashable, Result]: ...
+    async def close(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class Planned:
+    plan: JobPlan
+    obs: JobObservation
+    readings: JobReadings  # what the plan was made from (empty between full passes)
+    seconds: float  # spent planning
+
+
+@dataclass
+class ClusterView:
+    """Nodes and every placed pod, once per pass; plans add the pods they will create, so later jobs in the
+    pass count them."""
+
+    nodes: list[NodeInfo] = field(default_factory=list)
+    pods: list[PodInfo] = field(default_factory=list)
 
 
 class Controller:
@@ -47,11 +86,7 @@ class Controller:
         self.cfg = cfg
         self.lease = lease
         self.leading = lease is None
-        self.written: dict[JobKey, tuple[str | None, RLJobStatus]] = {}  # the status rlop last wrote
-        self.applied: dict[tuple[str, str, str], tuple[str, float, str | None]] = {}  # child -> (hash, when, version)
-        self.refused: dict[JobKey, list[Refusal]] = {}  # sandbox writes refused in the last full pass
-        self.pending: dict[tuple[str, str], tuple[PodInfo, float]] = {}  # pods created, not yet watched
-        self.gone: dict[tuple[str, str], float] = {}  # pods deleted or evicted, maybe still watched
+        self.expect = Expectations()
         self.indexes: Mapping[str, Any] | None = None
         self.dirty: set[JobKey] = set()
         self.wake = asyncio.Event()
@@ -93,7 +128,7 @@ class Controller:
         leading = self.lease is None or self.lease.is_leader()
         if leading != self.leading:
             self.leading = leading
-            self.written, self.applied, self.pending, self.gone, self.refused = {}, {}, {}, {}, {}
+            self.expect.clear()
             if leading:
                 self.dirty |= set(self.jobs())
         return leading
@@ -112,8 +147,6 @@ class Controller:
         now = datetime.now(UTC).replace(microsecond=0)
         limit = asyncio.Semaphore(self.cfg.concurrency)
         view = await self.cluster_view(jobs)
-        if full:
-            metrics.set_harvest(view[1])
         work = []
         for key, loaded in jobs.items():
             if loaded is None:
@@ -122,17 +155,17 @@ class Controller:
             if isinstance(job, ValidationError):
                 work.append(self.report_invalid(body, job, now))
                 continue
-            started = time.perf_counter()
             try:
-                plan, obs = self.plan(key, job, None if answers is None else answers.get(key, {}), now, view)
+                planned = self.plan(key, job, None if answers is None else answers.get(key, {}), now, view)
             except Exception as exc:  # one job's failure must not stop the others
                 log.exception("Planning RLJob %s/%s failed", *key)
                 metrics.RECONCILE_ERRORS.inc()
-                work.append(self.report_problem(body, "PlanningFailed", f"{type(exc).__name__}: {exc}", now))
+                work.append(self.report_problem(body, R.PLANNING_FAILED, f"{type(exc).__name__}: {exc}", now))
                 continue
-            elapsed = time.perf_counter() - started
-            work.append(self.commit(limit, key, body, job, plan, obs, now, elapsed, full))
+            work.append(self.commit(limit, key, body, job, planned, now, full))
         await asyncio.gather(*work)
+        if full:
+            metrics.set_harvest(view.pods)
 
     # ------------------------------------------------------------------ one job
 
@@ -140,7 +173,7 @@ class Controller:
         """The job as last seen, with the status rlop last wrote (the watch may not have caught up)."""
         store = (self.indexes or {}).get("rljob_index", {}).get(key)
         if not store:
-            self.written.pop(key, None)
+            self.expect.forget_job(key)
             metrics.forget(*key)
             return None  # deleted: owner references let the garbage collector remove the children
         body = next(iter(store))
@@ -148,14 +181,9 @@ class Controller:
             job = RLJob.model_validate(body)
         except ValidationError as exc:
             return body, exc
-        if (status := self.last_status(key, job.metadata.uid)) is not None:
+        if (status := self.expect.status(key, job.metadata.uid)) is not None:
             job = job.model_copy(update={"status": status})
         return body, job
-
-    def last_status(self, key: JobKey, uid: str | None) -> RLJobStatus | None:
-        """The status rlop last wrote for this very job (not one deleted and re-created with its name)."""
-        written_uid, status = self.written.get(key, (None, None))
-        return status if written_uid == uid else None
 
     async def read_metrics(self, jobs: Mapping[JobKey, Any]) -> dict[JobKey, dict[QueryKey, Answer]]:
         """One interval's answers to every job's queries (one HTTP request per distinct template)."""
@@ -170,7 +198,7 @@ class Controller:
             out.setdefault((ns, name), {})[qkey] = result
         return out
 
-    async def cluster_view(self, jobs: Mapping[JobKey, Any]) -> tuple[list[NodeInfo], list[PodInfo]]:
+    async def cluster_view(self, jobs: Mapping[JobKey, Any]) -> ClusterView:
         """Nodes and every placed pod, once per pass (plans append the pods they will create).
 
         Watching only some namespaces, the pod watch misses the rest of the cluster: before a gang may be
@@ -184,37 +212,19 @@ class Controller:
             seen = {(p.namespace, p.name) for p in pods}
             listed = [pod_info(body) for body in await self.kube.bound_pods()]
             pods += [p for p in listed if not p.terminal and (p.namespace, p.name) not in seen]
-        return nodes, self._fresh(pods)
+        return ClusterView(nodes, self.expect.pods(pods))
 
     def observe(
-        self,
-        key: JobKey,
-        job: RLJob,
-        view: tuple[list[NodeInfo], list[PodInfo]],
-        utilization: Mapping[str, float] | None,
-        problem: str | None,
+        self, key: JobKey, job: RLJob, view: ClusterView, utilization: Mapping[str, float] | None, problem: str | None
     ) -> JobObservation:
         idx = self.indexes or {}
         labelled: dict[tuple[str, str], ChildInfo] = {
             (c.kind, c.name): c for name in CHILD_INDEXES for c in idx[name].get(key, [])
         }
         children, pods = owned(job, labelled, list(idx["job_pods"].get(key, [])))
-        nodes, bound = view
-        applied = {child: self.applied.get((key[0], *child)) for child in children}
-        written = {child: a[2] for child, a in applied.items() if a is not None and a[2]}
-        return JobObservation(job, children, self._fresh(pods, job=key), nodes, bound, utilization, problem, written)
-
-    def _fresh(self, pods: list[PodInfo], job: JobKey | None = None) -> list[PodInfo]:
-        """Pods as the watch shows them, corrected by rlop's own writes the watch has not shown yet."""
-        now = time.monotonic()
-        self.pending = {k: v for k, v in self.pending.items() if now - v[1] < WATCH_LAG}
-        self.gone = {k: t for k, t in self.gone.items() if now - t < WATCH_LAG}
-        seen = {(p.namespace, p.name) for p in pods}
-        out = [replace(p, deleting=True) if (p.namespace, p.name) in self.gone else p for p in pods]
-        for (ns, name), (pod, _) in self.pending.items():
-            if (ns, name) not in seen and (ns, name) not in self.gone and (job is None or (ns, pod.job) == job):
-                out.append(pod)
-        return out
+        written = self.expect.versions(key, children)
+        pods = self.expect.pods(pods, job=key)
+        return JobObservation(job, children, pods, view.nodes, view.pods, utilization, problem, written)
 
     def plan(
         self,
@@ -222,55 +232,57 @@ class Controller:
         job: RLJob,
         answers: Mapping[QueryKey, Answer] | None,
         now: datetime,
-        view: tuple[list[NodeInfo], list[PodInfo]],
-    ) -> tuple[JobPlan, JobObservation]:
+        view: ClusterView,
+    ) -> Planned:
         """Plan one job; with `answers` (a full pass) the autoscaler decides and sandbox pods are placed."""
+        started = time.perf_counter()
         got = read(job, answers) if answers is not None else JobReadings()
         obs = self.observe(key, job, view, got.utilization, got.utilization_error)
         scaling = None
         if answers is not None:
-            for (pool, i), r in got.metrics.items():
-                metrics.set_metric(*key, pool, i, r.value)
             scaling = plan_scaling(job, base_replicas(job), obs.pods, got.metrics, got.busy, now)
         plan = plan_job(obs, now, scaling)
         for manifest in plan.apply:  # count new pods against their nodes before later jobs plan
             if manifest["kind"] == "Pod":
                 pod = pod_info(manifest)
-                self.pending[(key[0], pod.name)] = (pod, time.monotonic())
-                view[1].append(pod)
-        return plan, obs
+                self.expect.creating(key[0], pod)
+                view.pods.append(pod)
+        return Planned(plan, obs, got, time.perf_counter() - started)
 
     async def commit(
-        self, limit: asyncio.Semaphore, key: JobKey, body: Mapping[str, Any], job: RLJob, plan: JobPlan,
-        obs: JobObservation, now: datetime, planning: float, full: bool,
+        self, limit: asyncio.Semaphore, key: JobKey, body: Mapping[str, Any], job: RLJob, planned: Planned,
+        now: datetime, full: bool,
     ) -> None:  # fmt: skip
-        """Carry out one job's plan and report it: writes, status, events."""
+        """Carry out one job's plan and report it: writes, status, events, rlop's own metrics."""
+        plan = planned.plan
         async with limit:
-            started = time.perf_counter() - planning  # the job's own time: planning + writes, not queueing
+            started = time.perf_counter() - planned.seconds  # the job's own time: planning + writes, not queueing
             if not self.may_act():
                 return  # lost the Lease mid-pass: another replica acts now
             try:
-                refusals, done, corrected = await self.execute(job, plan, obs)
+                refusals, done, corrected = await self.execute(job, plan, planned.obs)
                 if full:  # sandbox pods are placed and evicted in full passes only: refusals hold until the next
-                    self.refused[key] = [r for r in refusals if r[0] in ("Pod", EVICT)]
+                    self.expect.hold(key, [r for r in refusals if r[0] in ("Pod", EVICT)])
                 else:
-                    refusals += self.refused.get(key, [])
+                    refusals += self.expect.held(key)
                 errors = [message for _, _, message in refusals]
                 status = with_apply_errors(plan.status, errors, now)
                 await self.write_status(job, status)
                 metrics.set_pools(*key, status)
+                for (pool, i), r in planned.readings.metrics.items():
+                    metrics.set_metric(*key, pool, i, r.value)
                 for event in [*plan.events, *corrected]:
                     if not done.issuperset(event.needs):
                         continue  # refused, or written moments ago by an earlier pass that said so
-                    if event.reason in ("ScaledUp", "ScaledDown"):
-                        pool = event.message.split(" ", 1)[0]
-                        metrics.SCALE_DECISIONS.labels(*key, pool, event.reason[6:].lower()).inc()
+                    if event.pool is not None and event.reason in (R.SCALED_UP, R.SCALED_DOWN):
+                        direction = "up" if event.reason == R.SCALED_UP else "down"
+                        metrics.SCALE_DECISIONS.labels(*key, event.pool, direction).inc()
                     await self.post(body, event)
-                before = find(job.status.conditions if job.status else [], SYNCED)
+                before = find(job.status.conditions if job.status else [], R.SYNCED)
                 joined = "; ".join(errors)
-                if errors and (before is None or before.reason != "ApplyFailed" or before.message != joined):
+                if errors and (before is None or before.reason != R.APPLY_FAILED or before.message != joined):
                     for error in errors:  # once per new refusal, not every pass
-                        await self.post(body, Event("Warning", "ApplyFailed", error))
+                        await self.post(body, Event("Warning", R.APPLY_FAILED, error))
             except Exception:  # one job's failure must not stop the others
                 log.exception("Reconcile of RLJob %s/%s failed", *key)
                 metrics.RECONCILE_ERRORS.inc()
@@ -282,6 +294,7 @@ class Controller:
         """Carry out the plan's writes; return what was refused (reported, not raised), what was applied
         and the drift that was corrected."""
         ns, errors, done, corrected = job.metadata.namespace, [], set(), []
+        key = (ns, job.metadata.name)
 
         async def attempt(key: tuple[str, str], metric: str, call: Awaitable[Any]) -> bool:
             """One write: a refusal is recorded, never raised; a 404 means the object is gone: done."""
@@ -299,17 +312,10 @@ class Controller:
             await attempt((COST, pod), "deletion-cost",
                           self.kube.annotate_pod(ns, pod, {COST_ANNOTATION: str(cost)}))  # fmt: skip
         for manifest in plan.apply:
-            key = (ns, manifest["kind"], manifest["metadata"]["name"])
+            child = (manifest["kind"], manifest["metadata"]["name"])
             digest = manifest["metadata"]["annotations"][HASH_ANNOTATION]
-            applied = self.applied.get(key)
-            if (
-                applied
-                and applied[0] == digest
-                and time.monotonic() - applied[1] < WATCH_LAG
-                and key[1:] in obs.children
-            ):
+            if child in obs.children and self.expect.just_applied(key, child, digest):
                 continue  # just written; the watch has not delivered it yet
-            child = key[1:]
             try:
                 if child not in obs.children and child[0] != "Pod" and (taken := await self.taken(job, *child)):
                     errors.append((*child, taken))
@@ -318,30 +324,26 @@ class Controller:
             except KubeError as exc:
                 errors.append((*child, f"{child[0]} {child[1]}: {exc.message}"))
                 if child[0] == "Pod":
-                    self.pending.pop((ns, child[1]), None)  # a refused pod does not exist
+                    self.expect.created(ns, child[1], ok=False)
                 continue
             after = version(result or {})
-            self.applied[key] = (digest, time.monotonic(), after)
+            self.expect.applied(key, child, digest, after)
             done.add(child)
             if child[0] == "Pod":
-                self.gone.pop((ns, child[1]), None)
+                self.expect.created(ns, child[1], ok=True)
             elif child in plan.drift and after != obs.children[child].version:
                 message = f"reverted {child[0]} {child[1]}: its spec was changed outside rlop"
-                corrected.append(Event("Normal", "DriftCorrected", message))
+                corrected.append(Event("Normal", R.DRIFT_CORRECTED, message))
             metrics.API_WRITES.labels("apply").inc()
         for kind, name in plan.delete:
             await attempt((kind, name), "delete", self.kube.delete(kind, ns, name))
 
-        def forget(pod: str) -> None:
-            self.gone[(ns, pod)] = time.monotonic()
-            self.pending.pop((ns, pod), None)
-
         for pod, _ in plan.delete_pods:
             if await attempt((DELETE_POD, pod), "delete-pod", self.kube.delete("Pod", ns, pod)):
-                forget(pod)
+                self.expect.removed(ns, pod)
         for pod, _ in plan.evict:  # refused with 429 (a PodDisruptionBudget says not now): tried next interval
             if await attempt((EVICT, pod), "evict", self.kube.evict(ns, pod)):
-                forget(pod)
+                self.expect.removed(ns, pod)
         for pod in plan.release:
             await attempt((RELEASE, pod), "release", self.kube.remove_scheduling_gate(ns, pod, GANG_GATE))
         return errors, done, corrected
@@ -358,24 +360,25 @@ class Controller:
         old = job.status.model_dump(mode="json", exclude_none=True) if job.status else None
         if new != old:
             await self.kube.patch_status(job.metadata.namespace, job.metadata.name, _with_nulls(new, old))
-            self.written[(job.metadata.namespace, job.metadata.name)] = (job.metadata.uid, status)
+            self.expect.wrote_status((job.metadata.namespace, job.metadata.name), job.metadata.uid, status)
             metrics.API_WRITES.labels("status").inc()
 
     async def report_invalid(self, body: Mapping[str, Any], exc: ValidationError, now: datetime) -> None:
         problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()[:5])
-        await self.report_problem(body, "InvalidSpec", problems, now)
+        await self.report_problem(body, R.INVALID_SPEC, problems, now)
 
     async def report_problem(self, body: Mapping[str, Any], reason: str, message: str, now: datetime) -> None:
         """A job rlop cannot plan: Synced=False with the reason, and one event when it changes."""
         meta = body["metadata"]
         key = (meta["namespace"], meta["name"])
         try:
-            old = self.last_status(key, meta.get("uid")) or RLJobStatus.model_validate(body.get("status") or {})
-            conditions = set_condition(old.conditions, SYNCED, "False", reason, message, now, meta.get("generation"))
+            old = self.expect.status(key, meta.get("uid")) or RLJobStatus.model_validate(body.get("status") or {})
+            update = ConditionUpdate(R.SYNCED, "False", reason, message)
+            conditions = set_condition(old.conditions, update, now, meta.get("generation"))
             status = old.model_copy(update={"phase": "Error", "conditions": conditions})
             if status != old:
                 await self.kube.patch_status(meta["namespace"], meta["name"], status.model_dump(mode="json"))
-                self.written[key] = (meta.get("uid"), status)
+                self.expect.wrote_status(key, meta.get("uid"), status)
                 await self.post(body, Event("Warning", reason, message))
         except (KubeError, ValidationError) as exc:
             log.warning("Could not report %s on %s/%s: %s", reason, meta["namespace"], meta["name"], exc)

@@ -18,10 +18,10 @@ from rlop.api.models import GROUP, PLURAL, VERSION
 from rlop.api.names import JOB_LABEL
 from rlop.config import Config
 from rlop.controller import Controller
-from rlop.kube.client import Kube
+from rlop.kube.client import KubeClient
 from rlop.kube.lease import Lease
 from rlop.plan.observed import ChildInfo, NodeInfo, PodInfo, child_info, node_info, pod_info
-from rlop.prom.client import Prometheus
+from rlop.prom.client import PrometheusClient
 
 log = logging.getLogger("rlop")
 OWNED = {JOB_LABEL: kopf.PRESENT}
@@ -38,8 +38,8 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
     settings.scanning.disabled = True
     if cfg.metrics_port:
         start_http_server(cfg.metrics_port)
-    prom = Prometheus(cfg.prometheus_url, cfg.prometheus_timeout)
-    kube = await Kube.connect(cfg.kubeconfig)
+    prom = PrometheusClient(cfg.prometheus_url, cfg.prometheus_timeout)
+    kube = await KubeClient.connect(cfg.kubeconfig)
     lease = Lease(kube, cfg.lease_namespace, cfg.identity) if cfg.leader_election else None
     memo.controller = Controller(kube, prom, cfg, lease)
     memo.loop_task = asyncio.create_task(memo.controller.run(), name="rlop-reconcile-loop")

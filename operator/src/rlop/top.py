@@ -6,6 +6,8 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from rlop.api import reasons as R
+
 COLUMNS = ("JOB", "POOL", "READY", "DESIRED", "METRIC", "REASON")
 
 
@@ -20,7 +22,7 @@ def rows(jobs: Iterable[Mapping[str, Any]]) -> list[tuple[str, ...]]:
                 name, pool, str(st.get("ready", 0)), str(st.get("desired", 0)),
                 "-" if metric is None else f"{metric:g}", st.get("reason") or "",
             ))  # fmt: skip
-        ready = next((c for c in status.get("conditions") or [] if c["type"] == "Ready"), None)
+        ready = next((c for c in status.get("conditions") or [] if c["type"] == R.READY), None)
         if ready and ready["status"] != "True":
             out.append((name, "-", "", "", "", f"{status.get('phase', '')}: {ready['message']}"))
     return out

@@ -19,6 +19,7 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
+from rlop.api import reasons as R
 from rlop.api.models import RLJob, RLJobStatus
 from rlop.plan.job import JobObservation, base_replicas, plan_job, sandbox_pod_info
 from rlop.plan.observed import NodeInfo, PodInfo, pod_info
@@ -85,7 +86,7 @@ def what_if(
     conditions = [
         {"type": c.type, "status": c.status, "reason": c.reason, "message": c.message}
         for c in plan.status.conditions
-        if c.type in ("MetricsAvailable", "CapacityLimited")
+        if c.type in (R.METRICS, R.CAPACITY)
     ]
     out: dict[str, Any] = {"pools": pools, "conditions": conditions}
     if nodes is not None:

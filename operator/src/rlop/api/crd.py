@@ -13,6 +13,7 @@ from pydantic import BaseModel
 from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
 from pydantic_core import core_schema
 
+from rlop.api import reasons as R
 from rlop.api.models import (
     GROUP,
     JOB_NAME_PATTERN,
@@ -129,7 +130,7 @@ def rljob_crd() -> Schema:
     columns += [_column(k.name.capitalize(), f".status.pools.{k.name}.replicas") for k in KINDS if k.column]
     columns += [
         _column("Age", ".metadata.creationTimestamp", "date"),
-        _column("Reason", '.status.conditions[?(@.type=="Ready")].message', priority=1),
+        _column("Reason", f'.status.conditions[?(@.type=="{R.READY}")].message', priority=1),
     ]
     return {
         "apiVersion": "apiextensions.k8s.io/v1",

@@ -50,12 +50,12 @@ def path(kind: str, namespace: str, name: str | None = None, subresource: str | 
     return out
 
 
-class Kube:
+class KubeClient:
     def __init__(self, api: client.ApiClient) -> None:
         self.api = api
 
     @classmethod
-    async def connect(cls, kubeconfig: str | None = None) -> Kube:
+    async def connect(cls, kubeconfig: str | None = None) -> KubeClient:
         cfg = client.Configuration()
         kubeconfig = kubeconfig or os.environ.get("KUBECONFIG")
         if kubeconfig:

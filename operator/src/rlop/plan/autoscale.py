@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from rlop.api import reasons as R
 from rlop.api.models import Autoscale, Behavior, Recommendation, ScaleEvent, ScalingPolicy, ScalingRules
 
 DEFAULT_TOLERANCE = 0.1
@@ -164,15 +165,17 @@ def rate_limit(
     """convertDesiredReplicasWithBehaviorRate: the rate-limited, clamped count and HPA's reason code."""
     if desired > current:
         limit = max(rate_bound(current, events, rules(spec, True), now, up=True), current)
-        allowed, code = (limit, "ScaleUpLimit") if spec.max_replicas > limit else (spec.max_replicas, "TooManyReplicas")
-        return (allowed, code) if desired > allowed else (desired, "DesiredWithinRange")
+        allowed, code = (
+            (limit, R.SCALE_UP_LIMIT) if spec.max_replicas > limit else (spec.max_replicas, R.TOO_MANY_REPLICAS)
+        )
+        return (allowed, code) if desired > allowed else (desired, R.DESIRED_WITHIN_RANGE)
     if desired < current:
         limit = min(rate_bound(current, events, rules(spec, False), now, up=False), current)
         allowed, code = (
-            (limit, "ScaleDownLimit") if spec.min_replicas < limit else (spec.min_replicas, "TooFewReplicas")
+            (limit, R.SCALE_DOWN_LIMIT) if spec.min_replicas < limit else (spec.min_replicas, R.TOO_FEW_REPLICAS)
         )
-        return (allowed, code) if desired < allowed else (desired, "DesiredWithinRange")
-    return desired, "DesiredWithinRange"
+        return (allowed, code) if desired < allowed else (desired, R.DESIRED_WITHIN_RANGE)
+    return desired, R.DESIRED_WITHIN_RANGE
 
 
 def record_scale(
@@ -188,13 +191,13 @@ def record_scale(
 
 
 _MESSAGES = {
-    "DesiredWithinRange": "within range",
-    "ScaleUpLimit": "limited by the scaleUp policies",
-    "ScaleDownLimit": "limited by the scaleDown policies",
-    "TooManyReplicas": "capped at maxReplicas",
-    "TooFewReplicas": "floored at minReplicas",
-    "ScaleUpStabilized": "limited by the scaleUp stabilization window",
-    "ScaleDownStabilized": "limited by the scaleDown stabilization window",
+    R.DESIRED_WITHIN_RANGE: "within range",
+    R.SCALE_UP_LIMIT: "limited by the scaleUp policies",
+    R.SCALE_DOWN_LIMIT: "limited by the scaleDown policies",
+    R.TOO_MANY_REPLICAS: "capped at maxReplicas",
+    R.TOO_FEW_REPLICAS: "floored at minReplicas",
+    R.SCALE_UP_STABILIZED: "limited by the scaleUp stabilization window",
+    R.SCALE_DOWN_STABILIZED: "limited by the scaleDown stabilization window",
 }
 
 
@@ -210,11 +213,11 @@ def decide(
     """Desired replicas for one pool (reconcileAutoscaler + normalizeDesiredReplicasWithBehaviors)."""
     if current > spec.max_replicas:
         return Decision(
-            spec.max_replicas, "TooManyReplicas", "above maxReplicas", 0.0, None, True, list(recommendations)
+            spec.max_replicas, R.TOO_MANY_REPLICAS, "above maxReplicas", 0.0, None, True, list(recommendations)
         )
     if current < spec.min_replicas:
         return Decision(
-            spec.min_replicas, "TooFewReplicas", "below minReplicas", 0.0, None, True, list(recommendations)
+            spec.min_replicas, R.TOO_FEW_REPLICAS, "below minReplicas", 0.0, None, True, list(recommendations)
         )
     proposals = [(*propose(spec, i, r.value, current, ready), i) for i, r in enumerate(readings) if r.value is not None]
     missing = [f"metric {i}: {r.error or 'no data'}" for i, r in enumerate(readings) if r.value is None]
@@ -223,15 +226,15 @@ def decide(
         hold = max(current, spec.fallback_replicas or 0) if best is None else current
         why = "; ".join(missing)
         verb = f"fallback to {hold}" if hold != current else f"holding {current}"
-        return Decision(hold, "MetricsUnavailable", f"{verb}: {why}", 0.0, None, False, list(recommendations))
+        return Decision(hold, R.METRICS_UNAVAILABLE, f"{verb}: {why}", 0.0, None, False, list(recommendations))
     prenormalized, demand, index = best
     value = readings[index].value
     stabilized, history = stabilize(spec, current, prenormalized, recommendations, now)
-    code = "DesiredWithinRange"
+    code = R.DESIRED_WITHIN_RANGE
     if stabilized != prenormalized:
-        code = "ScaleUpStabilized" if prenormalized >= current else "ScaleDownStabilized"
+        code = R.SCALE_UP_STABILIZED if prenormalized >= current else R.SCALE_DOWN_STABILIZED
     final, limit_code = rate_limit(spec, current, stabilized, events, now)
-    if limit_code != "DesiredWithinRange" or code == "DesiredWithinRange":
+    if limit_code != R.DESIRED_WITHIN_RANGE or code == R.DESIRED_WITHIN_RANGE:
         code = limit_code
     target = spec.metrics[index].target
     per = " per replica" if target.type == "AverageValue" else ""

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from rlop.api import reasons as R
 from rlop.plan.capacity import free_capacity, place_all, shortfall
 from rlop.plan.observed import ChildInfo, NodeInfo, PodInfo
 
@@ -16,7 +17,7 @@ from rlop.plan.observed import ChildInfo, NodeInfo, PodInfo
 @dataclass(frozen=True)
 class GangDecision:
     scheduled: bool  # every trainer pod exists, is ungated and bound to a node
-    reason: str  # CamelCase, for the condition
+    reason: str  # for the GangScheduled condition (rlop.api.reasons)
     message: str
     release: Sequence[str] = ()  # gated pods to release now
     placement: Mapping[str, str] = field(default_factory=dict)  # where they are expected to land
@@ -38,28 +39,28 @@ def plan_gang(
     # a rank beyond the world size (someone scaled the StatefulSet by hand) is never part of the gang
     live = [p for p in pods if not p.deleting and not p.terminal and (p.index is None or p.index < replicas)]
     if replicas == 0:
-        return GangDecision(False, "Suspended", "trainer pool has 0 replicas")
+        return GangDecision(False, R.GANG_SUSPENDED, "trainer pool has 0 replicas")
     revision = statefulset.update_revision if statefulset and statefulset.up_to_date else None
     stale = [p for p in live if revision and p.revision and p.revision != revision]
     if stale:
         names = sorted(p.name for p in live)
         return GangDecision(
             False,
-            "Restarting",
+            R.RESTARTING,
             f"trainer template changed: restarting all {len(names)} trainer pods together",
             restart=names,
         )
     if any(p.deleting for p in pods):
-        return GangDecision(False, "Terminating", "waiting for old trainer pods to terminate")
+        return GangDecision(False, R.TERMINATING, "waiting for old trainer pods to terminate")
     if len(live) < replicas:
-        return GangDecision(False, "Creating", f"{len(live)} of {replicas} trainer pods created")
+        return GangDecision(False, R.CREATING, f"{len(live)} of {replicas} trainer pods created")
     gated = [p for p in live if p.gated]
     if not gated:
         unbound = [p for p in live if not p.node]
         if unbound:
             why = next((p.unschedulable for p in unbound if p.unschedulable), "waiting for the scheduler")
-            return GangDecision(False, "Unschedulable", f"{len(unbound)} trainer pods not placed: {why}")
-        return GangDecision(True, "Scheduled", f"all {len(live)} trainer pods placed")
+            return GangDecision(False, R.UNSCHEDULABLE, f"{len(unbound)} trainer pods not placed: {why}")
+        return GangDecision(True, R.SCHEDULED, f"all {len(live)} trainer pods placed")
     priority = min(p.priority for p in gated)
     free = free_capacity(nodes, bound_pods, min_priority=priority)
     placement, unplaced = place_all(gated, nodes, free)
@@ -68,12 +69,12 @@ def plan_gang(
         detail = f"; short of {_fmt(short)}" if short else " (capacity is fragmented across nodes)"
         return GangDecision(
             False,
-            "InsufficientCapacity",
+            R.INSUFFICIENT_CAPACITY,
             f"{len(gated) - len(unplaced)} of {len(gated)} gated trainer pods fit{detail}; none started",
         )
     return GangDecision(
         False,
-        "Released",
+        R.RELEASED,
         f"released {len(gated)} trainer pods together",
         release=sorted(p.name for p in gated),
         placement=placement,

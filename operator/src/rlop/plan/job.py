@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from rlop.api import reasons as R
 from rlop.api.models import Phase, PoolStatus, RLJob, RLJobStatus
 from rlop.api.names import HASH_ANNOTATION
 from rlop.api.pools import autoscaled, fixed_replicas, pools
@@ -16,19 +17,7 @@ from rlop.plan.harvest import HarvestPlan, plan_harvest
 from rlop.plan.observed import ChildInfo, NodeInfo, PodInfo, owned_by, pod_requests
 from rlop.plan.render import Manifest, child_name, harvests, render, sandbox_pod, sandbox_template
 from rlop.plan.scaling import Scaling
-from rlop.plan.status import (
-    CAPACITY,
-    EVICT,
-    GANG,
-    METRICS,
-    PROBLEM_WHEN_TRUE,
-    READY,
-    RELEASE,
-    SYNCED,
-    Event,
-    find,
-    set_condition,
-)  # fmt: skip
+from rlop.plan.status import EVICT, RELEASE, ConditionUpdate, Event, find, set_condition
 
 ChildKey = tuple[str, str]  # (kind, name)
 
@@ -90,7 +79,7 @@ def _diff(
                 drift.append(key)
             continue
         writes.append(manifest)
-        verb = "Created" if seen is None else "Updated"
+        verb = R.CREATED if seen is None else R.UPDATED
         events.append(Event("Normal", verb, f"{verb} {key[0]} {key[1]}", needs=(key,)))
     return writes, drift, events
 
@@ -116,8 +105,10 @@ def _pool_status(job: RLJob, scaling: Scaling, pods: Sequence[PodInfo]) -> dict[
     out = {}
     for pool, desired in scaling.replicas.items():
         ready = sum(1 for p in pods if p.pool == pool and p.ready and not p.deleting)
-        update = {"desired": desired, "ready": ready, "replicas": f"{ready}/{desired}"}
-        out[pool] = old.get(pool, PoolStatus()).model_copy(update={**scaling.pools.get(pool, {}), **update})
+        status = old.get(pool, PoolStatus())
+        if pool in scaling.pools:
+            status = scaling.pools[pool].onto(status)
+        out[pool] = status.model_copy(update={"desired": desired, "ready": ready, "replicas": f"{ready}/{desired}"})
     return out
 
 
@@ -139,7 +130,7 @@ def plan_job(obs: JobObservation, now: datetime, scaling: Scaling | None = None)
     writes, drift, events = _diff(desired, obs.children, obs.written)
     wanted = {(m["kind"], m["metadata"]["name"]) for m in desired}
     delete = sorted(set(obs.children) - wanted)
-    events += [Event("Normal", "Deleted", f"Deleted {k} {n}: no longer implied by the spec", needs=((k, n),))
+    events += [Event("Normal", R.DELETED, f"Deleted {k} {n}: no longer implied by the spec", needs=((k, n),))
                for k, n in delete]  # fmt: skip
     events += scaling.events
 
@@ -150,15 +141,15 @@ def plan_job(obs: JobObservation, now: datetime, scaling: Scaling | None = None)
         spots = Counter(gang.placement.values())
         fit = ", ".join(f"{node} x{count}" for node, count in sorted(spots.items()))
         needs = tuple((RELEASE, pod) for pod in gang.release)
-        events.append(Event("Normal", "GangReleased", f"{gang.message} (capacity checked on {fit})", needs=needs))
+        events.append(Event("Normal", R.GANG_RELEASED, f"{gang.message} (capacity checked on {fit})", needs=needs))
     if gang.restart:
-        events.append(Event("Normal", "GangRestart", gang.message))
+        events.append(Event("Normal", R.GANG_RESTART, gang.message))
     delete_pods = [(pod, "gang restart") for pod in gang.restart]
 
     harvest = _harvest(obs, replicas) if obs.utilization is not None else None
     evict: list[tuple[str, str]] = []
     if harvest is not None:
-        events += [Event("Warning", "SandboxEvicted", f"evicted {pod}: {why}", needs=((EVICT, pod),))
+        events += [Event("Warning", R.SANDBOX_EVICTED, f"evicted {pod}: {why}", needs=((EVICT, pod),))
                    for pod, why in harvest.evict]  # fmt: skip
         writes += [sandbox_pod(job, pod, node) for pod, node in harvest.create]
         if harvest.create:
@@ -166,7 +157,7 @@ def plan_job(obs: JobObservation, now: datetime, scaling: Scaling | None = None)
             where = ", ".join(f"{node} x{count}" for node, count in sorted(spots.items()))
             message = f"placed {len(harvest.create)} sandbox pods on idle CPU: {where}"
             needs = tuple(("Pod", pod) for pod, _ in harvest.create)
-            events.append(Event("Normal", "SandboxPlaced", message, needs=needs))
+            events.append(Event("Normal", R.SANDBOX_PLACED, message, needs=needs))
         delete_pods += harvest.delete
         evict = harvest.evict
     elif not harvests(job):  # sandbox pods rlop placed, but the spec no longer asks for harvesting
@@ -180,12 +171,14 @@ def plan_job(obs: JobObservation, now: datetime, scaling: Scaling | None = None)
     if scaling.fresh and (job.spec.budget is not None or harvest is not None):
         updates.append(_capacity(scaling.limited, harvest))
     updates += [
-        (GANG, "True" if gang.scheduled else "False", gang.reason, gang.message),
-        (READY, "True" if ready else "False", "AllPoolsReady" if ready else "NotReady", why),
-        (SYNCED, "True", "Applied", "children match the spec"),
+        ConditionUpdate(R.GANG, "True" if gang.scheduled else "False", gang.reason, gang.message),
+        ConditionUpdate(R.READY, "True", R.ALL_POOLS_READY, why)
+        if ready
+        else ConditionUpdate(R.READY, "False", R.NOT_READY, why),
+        ConditionUpdate(R.SYNCED, "True", R.APPLIED, "children match the spec"),
     ]
-    for type_, state, reason, message in updates:
-        conditions = set_condition(conditions, type_, state, reason, message, now, generation)  # type: ignore[arg-type]
+    for update in updates:
+        conditions = set_condition(conditions, update, now, generation)
     phase: Phase = "Suspended" if job.spec.suspend else "Running" if ready else "Pending"
     status = old.model_copy(
         update={"phase": phase, "observed_generation": generation, "pools": pools, "conditions": conditions}
@@ -218,28 +211,27 @@ def _harvest(obs: JobObservation, replicas: Mapping[str, int]) -> HarvestPlan | 
     )  # fmt: skip
 
 
-def _with_problem(
-    conditions: Sequence[tuple[str, str, str, str]], problem: str | None
-) -> list[tuple[str, str, str, str]]:
+def _with_problem(conditions: Sequence[ConditionUpdate], problem: str | None) -> list[ConditionUpdate]:
     """Add a failed utilization query to the MetricsAvailable condition."""
     if problem is None:
         return list(conditions)
-    others = [c for c in conditions if c[0] != METRICS]
-    metrics = next((c for c in conditions if c[0] == METRICS and c[1] == "False"), None)
-    message = f"{metrics[3]}; {problem}" if metrics else problem
-    return [*others, (METRICS, "False", metrics[2] if metrics else "MetricsMissing", message)]
+    others = [c for c in conditions if c.type != R.METRICS]
+    metrics = next((c for c in conditions if c.type == R.METRICS and c.status == "False"), None)
+    if metrics is None:
+        return [*others, ConditionUpdate(R.METRICS, "False", R.METRICS_MISSING, problem)]
+    return [*others, ConditionUpdate(R.METRICS, "False", metrics.reason, f"{metrics.message}; {problem}")]
 
 
-def _capacity(limited: Mapping[str, str], harvest: HarvestPlan | None) -> tuple[str, str, str, str]:
+def _capacity(limited: Mapping[str, str], harvest: HarvestPlan | None) -> ConditionUpdate:
     reasons, messages = [], [f"{pool}: {why}" for pool, why in sorted(limited.items())]
     if limited:
-        reasons.append("GPUBudget")
+        reasons.append(R.GPU_BUDGET)
     if harvest is not None and harvest.placed < harvest.wanted:
-        reasons.append("NoIdleCPU")
+        reasons.append(R.NO_IDLE_CPU)
         messages.append(f"sandbox: {harvest.message}")
     if not reasons:
-        return (CAPACITY, "False", "WithinCapacity", "every pool has the capacity it wants")
-    return (CAPACITY, "True", "And".join(reasons), "; ".join(messages))
+        return ConditionUpdate(R.CAPACITY, "False", R.WITHIN_CAPACITY, "every pool has the capacity it wants")
+    return ConditionUpdate(R.CAPACITY, "True", "And".join(reasons), "; ".join(messages))
 
 
 def _transitions(old: RLJobStatus, new: RLJobStatus) -> list[Event]:
@@ -252,28 +244,21 @@ def _transitions(old: RLJobStatus, new: RLJobStatus) -> list[Event]:
         before = find(old.conditions, cond.type)
         if before is not None and (before.status, before.reason) == (cond.status, cond.reason):
             continue
-        if cond.reason in ("Released", "Restarting", "Applied"):
+        if cond.reason in R.EXPLAINED:
             continue  # explained by GangReleased / GangRestart / Created events
-        bad = (cond.status == "True") == (cond.type in PROBLEM_WHEN_TRUE)
+        bad = (cond.status == "True") == (cond.type in R.PROBLEM_WHEN_TRUE)
         if not bad:
             if before is not None or cond.status == "True":
                 out.append(Event("Normal", cond.type if cond.status == "True" else cond.reason, cond.message))
-        elif before is not None or cond.reason in _PROBLEMS:
+        elif before is not None or cond.reason in R.PROBLEMS:
             out.append(Event("Warning", cond.reason, cond.message))
     return out
-
-
-_PROBLEMS = (
-    "InsufficientCapacity", "Unschedulable", "ApplyFailed", "PrometheusUnreachable", "MetricsMissing",
-    "GPUBudget", "NoIdleCPU", "GPUBudgetAndNoIdleCPU",
-)  # fmt: skip
 
 
 def with_apply_errors(status: RLJobStatus, errors: Sequence[str], now: datetime) -> RLJobStatus:
     """Mark the status of a plan whose writes the API server refused."""
     if not errors:
         return status
-    conditions = set_condition(
-        status.conditions, SYNCED, "False", "ApplyFailed", "; ".join(errors), now, status.observed_generation
-    )
+    update = ConditionUpdate(R.SYNCED, "False", R.APPLY_FAILED, "; ".join(errors))
+    conditions = set_condition(status.conditions, update, now, status.observed_generation)
     return status.model_copy(update={"phase": "Error", "conditions": conditions})

@@ -4,18 +4,33 @@ GPU budget across them. Status fields change only when a decision does, so stead
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import datetime
-from typing import Any
 
-from rlop.api.models import PoolStatus, RLJob
+from rlop.api import reasons as R
+from rlop.api.models import PoolStatus, Recommendation, RLJob, ScaleEvent
 from rlop.api.pools import AnyPool, autoscaled, fixed_replicas, pools
 from rlop.plan.autoscale import Decision, Reading, decide, record_scale
 from rlop.plan.budget import Claim, arbitrate
 from rlop.plan.observed import PodInfo, pod_requests
-from rlop.plan.status import METRICS, Event
+from rlop.plan.status import ConditionUpdate, Event
 
 MetricKey = tuple[str, int]  # (pool, metric index)
+
+
+@dataclass(frozen=True)
+class PoolDecision:
+    """The autoscaler's fields of one pool's status, as decided this interval."""
+
+    reason: str
+    decision: str  # rlop.api.reasons: HPA's code, MetricsUnavailable or GPUBudget
+    last_metric: float | None
+    recommendations: list[Recommendation] | None
+    scale_events: list[ScaleEvent] | None
+    last_scale_time: datetime | None
+
+    def onto(self, status: PoolStatus) -> PoolStatus:
+        return status.model_copy(update={f.name: getattr(self, f.name) for f in fields(self)})
 
 
 @dataclass(frozen=True)
@@ -23,8 +38,8 @@ class Scaling:
     """What the autoscaler decided for one job in one interval."""
 
     replicas: dict[str, int]
-    pools: dict[str, dict[str, Any]] = field(default_factory=dict)  # PoolStatus field updates
-    conditions: list[tuple[str, str, str, str]] = field(default_factory=list)  # type, status, reason, msg
+    pools: dict[str, PoolDecision] = field(default_factory=dict)  # pools whose decision changed
+    conditions: list[ConditionUpdate] = field(default_factory=list)
     events: list[Event] = field(default_factory=list)
     pod_costs: dict[str, int] = field(default_factory=dict)  # pod -> deletion cost, before a scale-down
     limited: dict[str, str] = field(default_factory=dict)  # pool -> why the GPU budget held it back
@@ -44,15 +59,13 @@ def _fixed_gpus(job: RLJob, replicas: Mapping[str, int]) -> float:
     )
 
 
-def _metrics_condition(
-    failures: Mapping[str, Decision], readings: Mapping[MetricKey, Reading]
-) -> tuple[str, str, str, str]:
+def _metrics_condition(failures: Mapping[str, Decision], readings: Mapping[MetricKey, Reading]) -> ConditionUpdate:
     if not failures:
-        return (METRICS, "True", "ValidMetrics", "every autoscaled pool has its metrics")
+        return ConditionUpdate(R.METRICS, "True", R.VALID_METRICS, "every autoscaled pool has its metrics")
     missing = [r for (pool, _), r in readings.items() if pool in failures and r.value is None]
-    reason = "PrometheusUnreachable" if missing and all(r.unreachable for r in missing) else "MetricsMissing"
+    reason = R.PROMETHEUS_UNREACHABLE if missing and all(r.unreachable for r in missing) else R.METRICS_MISSING
     message = "; ".join(f"{pool}: {d.reason}" for pool, d in sorted(failures.items()))
-    return (METRICS, "False", reason, message)
+    return ConditionUpdate(R.METRICS, "False", reason, message)
 
 
 def deletion_costs(pods: Sequence[PodInfo], busy: Mapping[str, float]) -> dict[str, int]:
@@ -101,22 +114,23 @@ def plan_scaling(
     for name, d in decisions.items():
         auto, prev, current = scaled[name][1], old.get(name, PoolStatus()), base[name]
         final = allocation.replicas.get(name, d.replicas)
-        code = "GPUBudget" if name in allocation.limited else d.code
+        code = R.GPU_BUDGET if name in allocation.limited else d.code
         scale_events = record_scale(prev.scale_events or [], auto, current, final, now)
         replicas[name] = final
         history = d.recommendations or None
+        reason = d.reason + (f"; {allocation.limited[name]}" if name in allocation.limited else "")
         if final != current or code != prev.decision or history != prev.recommendations:
-            updates[name] = {
-                "reason": d.reason + (f"; {allocation.limited[name]}" if name in allocation.limited else ""),
-                "decision": code,
-                "last_metric": d.metric if d.metric is not None else prev.last_metric,
-                "recommendations": history,
-                "scale_events": scale_events or None,
-                "last_scale_time": now if final != current else prev.last_scale_time,
-            }
+            updates[name] = PoolDecision(
+                reason,
+                code,
+                d.metric if d.metric is not None else prev.last_metric,
+                history,
+                scale_events or None,
+                now if final != current else prev.last_scale_time,
+            )
         if final != current:
-            verb = "ScaledUp" if final > current else "ScaledDown"
-            events.append(Event("Normal", verb, f"{name} {current} -> {final}: {updates[name]['reason']}"))
+            verb = R.SCALED_UP if final > current else R.SCALED_DOWN
+            events.append(Event("Normal", verb, f"{name} {current} -> {final}: {reason}", pool=name))
         if final < current and name in busy:
             costs |= deletion_costs([p for p in pods if p.pool == name], busy[name])
     conditions = [_metrics_condition({n: d for n, d in decisions.items() if not d.metrics_ok}, readings)]

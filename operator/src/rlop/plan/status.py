@@ -8,14 +8,6 @@ from datetime import datetime
 
 from rlop.api.models import Condition, ConditionStatus
 
-READY = "Ready"
-GANG = "GangScheduled"
-SYNCED = "Synced"
-METRICS = "MetricsAvailable"
-CAPACITY = "CapacityLimited"
-PROBLEM_WHEN_TRUE = (CAPACITY,)  # conditions that are bad news when True (the others when False)
-
-
 # what a write to a pod does, as the first half of the (what, name) key an Event may need to have succeeded;
 # an apply is keyed (kind, name)
 COST, DELETE_POD, EVICT, RELEASE = "deletion-cost of pod", "delete of pod", "eviction of pod", "gate release of pod"
@@ -29,33 +21,34 @@ class Event:
     reason: str
     message: str
     needs: tuple[tuple[str, str], ...] = ()  # (kind, name) writes that must succeed for it to be true
+    pool: str | None = None  # the pool a scaling event is about
+
+
+@dataclass(frozen=True)
+class ConditionUpdate:
+    """A condition as a plan decides it (the times are filled in by set_condition)."""
+
+    type: str
+    status: ConditionStatus
+    reason: str
+    message: str
 
 
 def set_condition(
-    conditions: Sequence[Condition],
-    type_: str,
-    status: ConditionStatus,
-    reason: str,
-    message: str,
-    now: datetime,
-    generation: int | None,
+    conditions: Sequence[Condition], update: ConditionUpdate, now: datetime, generation: int | None
 ) -> list[Condition]:
-    """Return `conditions` with `type_` set; lastTransitionTime is kept unless the status flips."""
-    old = next((c for c in conditions if c.type == type_), None)
-    since = old.last_transition_time if old is not None and old.status == status else now
+    """Return `conditions` with `update` set; lastTransitionTime is kept unless the status flips."""
+    old = find(conditions, update.type)
+    since = old.last_transition_time if old is not None and old.status == update.status else now
     new = Condition(
-        type=type_,
-        status=status,
-        reason=reason,
-        message=message[:4096],
+        type=update.type,
+        status=update.status,
+        reason=update.reason,
+        message=update.message[:4096],
         last_transition_time=since,
         observed_generation=generation,
     )
-    return (
-        [c for c in conditions if c.type != type_] + [new]
-        if old is None
-        else [new if c.type == type_ else c for c in conditions]
-    )
+    return [*conditions, new] if old is None else [new if c.type == update.type else c for c in conditions]
 
 
 def find(conditions: Sequence[Condition], type_: str) -> Condition | None:

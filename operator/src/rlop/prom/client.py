@@ -33,7 +33,7 @@ class PromError(Exception):
 Result = list[Sample] | PromError
 
 
-class Prometheus:
+class PrometheusClient:
     def __init__(self, url: str, timeout: float = 3.0, concurrency: int = 8) -> None:
         self.url = url.rstrip("/")
         self.timeout = aiohttp.ClientTimeout(total=timeout)

@@ -1,0 +1,71 @@
+"""Every condition type and reason rlop writes, and every event reason it posts (`kubectl describe`)."""
+
+from __future__ import annotations
+
+# condition types
+READY = "Ready"
+GANG = "GangScheduled"
+SYNCED = "Synced"
+METRICS = "MetricsAvailable"
+CAPACITY = "CapacityLimited"
+PROBLEM_WHEN_TRUE = (CAPACITY,)  # conditions that are bad news when True (the others when False)
+
+# Ready
+ALL_POOLS_READY = "AllPoolsReady"
+NOT_READY = "NotReady"
+
+# Synced
+APPLIED = "Applied"
+APPLY_FAILED = "ApplyFailed"
+INVALID_SPEC = "InvalidSpec"
+PLANNING_FAILED = "PlanningFailed"
+
+# GangScheduled
+GANG_SUSPENDED = "Suspended"
+RESTARTING = "Restarting"
+TERMINATING = "Terminating"
+CREATING = "Creating"
+UNSCHEDULABLE = "Unschedulable"
+INSUFFICIENT_CAPACITY = "InsufficientCapacity"
+RELEASED = "Released"
+SCHEDULED = "Scheduled"
+
+# MetricsAvailable
+VALID_METRICS = "ValidMetrics"
+METRICS_MISSING = "MetricsMissing"
+PROMETHEUS_UNREACHABLE = "PrometheusUnreachable"
+
+# CapacityLimited (GPUBudget and NoIdleCPU together: GPUBudgetAndNoIdleCPU)
+WITHIN_CAPACITY = "WithinCapacity"
+GPU_BUDGET = "GPUBudget"
+NO_IDLE_CPU = "NoIdleCPU"
+
+# a pool's status.pools.<p>.decision: HPA's reason codes (horizontal.go), plus MetricsUnavailable and GPUBudget
+DESIRED_WITHIN_RANGE = "DesiredWithinRange"
+SCALE_UP_LIMIT = "ScaleUpLimit"
+SCALE_DOWN_LIMIT = "ScaleDownLimit"
+TOO_MANY_REPLICAS = "TooManyReplicas"
+TOO_FEW_REPLICAS = "TooFewReplicas"
+SCALE_UP_STABILIZED = "ScaleUpStabilized"
+SCALE_DOWN_STABILIZED = "ScaleDownStabilized"
+METRICS_UNAVAILABLE = "MetricsUnavailable"
+
+# events (besides condition changes, posted under the condition's reason)
+CREATED = "Created"
+UPDATED = "Updated"
+DELETED = "Deleted"
+DRIFT_CORRECTED = "DriftCorrected"
+SCALED_UP = "ScaledUp"
+SCALED_DOWN = "ScaledDown"
+GANG_RELEASED = "GangReleased"
+GANG_RESTART = "GangRestart"
+SANDBOX_PLACED = "SandboxPlaced"
+SANDBOX_EVICTED = "SandboxEvicted"
+
+# condition reasons that are worth a Warning even on a job's first pass
+PROBLEMS = (
+    INSUFFICIENT_CAPACITY, UNSCHEDULABLE, APPLY_FAILED, PROMETHEUS_UNREACHABLE, METRICS_MISSING, GPU_BUDGET,
+    NO_IDLE_CPU, GPU_BUDGET + "And" + NO_IDLE_CPU,
+)  # fmt: skip
+# condition reasons an event of their own already explains
+EXPLAINED = (RELEASED, RESTARTING, APPLIED)

@@ -1,0 +1,108 @@
+"""rlop's memory of its own writes until the watches show them (kube-controller-manager's
+ControllerExpectations habit): the status it last wrote, the version each apply left, pods it created or
+removed moments ago, and the sandbox writes refused in the last full pass. Memory only corrects what is
+observed; dropping it all (a restart, a change of leader) costs one re-apply of unchanged children."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, replace
+
+from rlop.api.models import RLJobStatus
+from rlop.plan.observed import PodInfo
+
+WATCH_LAG = 10.0  # seconds to trust our own write over a watch that has not caught up
+JobKey = tuple[str, str]  # (namespace, name)
+ChildKey = tuple[str, str]  # (kind, name)
+PodKey = tuple[str, str]  # (namespace, name)
+Refusal = tuple[str, str, str]  # (kind, name, why): a write the API server (or rlop) refused
+
+
+@dataclass(frozen=True)
+class Applied:
+    digest: str  # the spec-hash applied
+    at: float  # monotonic time of the apply
+    version: str | None  # the child's spec version the apply left (generation, or resourceVersion)
+
+
+class Expectations:
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock
+        self.clear()
+
+    def clear(self) -> None:
+        self._status: dict[JobKey, tuple[str | None, RLJobStatus]] = {}
+        self._applied: dict[JobKey, dict[ChildKey, Applied]] = {}
+        self._created: dict[PodKey, tuple[PodInfo, float]] = {}
+        self._removed: dict[PodKey, float] = {}
+        self._refused: dict[JobKey, list[Refusal]] = {}
+
+    def forget_job(self, key: JobKey) -> None:
+        """The job is gone: its children go with it (owner references)."""
+        for memory in (self._status, self._applied, self._refused):
+            memory.pop(key, None)
+
+    # ---------------------------------------------------------------- status
+
+    def status(self, key: JobKey, uid: str | None) -> RLJobStatus | None:
+        """The status rlop last wrote for this very job (not one deleted and re-created with its name)."""
+        written_uid, status = self._status.get(key, (None, None))
+        return status if written_uid == uid else None
+
+    def wrote_status(self, key: JobKey, uid: str | None, status: RLJobStatus) -> None:
+        self._status[key] = (uid, status)
+
+    # ---------------------------------------------------------------- children
+
+    def applied(self, key: JobKey, child: ChildKey, digest: str, version: str | None) -> None:
+        self._applied.setdefault(key, {})[child] = Applied(digest, self.clock(), version)
+
+    def just_applied(self, key: JobKey, child: ChildKey, digest: str) -> bool:
+        """Was this very rendering applied moments ago (the watch may not have delivered it yet)?"""
+        a = self._applied.get(key, {}).get(child)
+        return a is not None and a.digest == digest and self.clock() - a.at < WATCH_LAG
+
+    def versions(self, key: JobKey, children: Iterable[ChildKey]) -> dict[ChildKey, str]:
+        """The spec version rlop's own last apply left on each child it remembers applying."""
+        mine = self._applied.get(key, {})
+        return {c: a.version for c in children if (a := mine.get(c)) is not None and a.version}
+
+    # ---------------------------------------------------------------- pods
+
+    def creating(self, namespace: str, pod: PodInfo) -> None:
+        """A pod a plan will create: counted from now on, until the watch shows it."""
+        self._created[(namespace, pod.name)] = (pod, self.clock())
+
+    def created(self, namespace: str, name: str, ok: bool) -> None:
+        if ok:
+            self._removed.pop((namespace, name), None)  # the same name again, a new pod
+        else:
+            self._created.pop((namespace, name), None)  # a refused pod does not exist
+
+    def removed(self, namespace: str, name: str) -> None:
+        """A pod deleted or evicted: terminating from now on, whatever the watch still shows."""
+        self._removed[(namespace, name)] = self.clock()
+        self._created.pop((namespace, name), None)
+
+    def pods(self, watched: Sequence[PodInfo], job: JobKey | None = None) -> list[PodInfo]:
+        """Pods as the watch shows them, corrected by rlop's own writes the watch has not shown yet
+        (with `job`, only the pods created for that job are added)."""
+        now = self.clock()
+        self._created = {k: v for k, v in self._created.items() if now - v[1] < WATCH_LAG}
+        self._removed = {k: t for k, t in self._removed.items() if now - t < WATCH_LAG}
+        seen = {(p.namespace, p.name) for p in watched}
+        out = [replace(p, deleting=True) if (p.namespace, p.name) in self._removed else p for p in watched]
+        for (ns, name), (pod, _) in self._created.items():
+            if (ns, name) not in seen and (ns, name) not in self._removed and (job is None or (ns, pod.job) == job):
+                out.append(pod)
+        return out
+
+    # ---------------------------------------------------------------- refusals
+
+    def hold(self, key: JobKey, refusals: Sequence[Refusal]) -> None:
+        """Sandbox writes are tried in full passes only: their refusals stand until the next one."""
+        self._refused[key] = list(refusals)
+
+    def held(self, key: JobKey) -> list[Refusal]:
+        return list(self._refused.get(key, ()))

@@ -1,0 +1,231 @@
+"""The reconcile loop against an in-memory API server (tests/unit/fake_kube.py): what it writes, what it
+reports, what it remembers of its own writes. The real API server's side is in tests/integration."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from rlop.config import Config
+from rlop.controller import Controller
+from rlop.expectations import WATCH_LAG, Expectations
+from rlop.kube.client import KubeError
+
+from .builders import job, pod
+from .fake_kube import FakeKube, FakePrometheus
+
+KEY = ("ns", "j")
+
+
+def _body(**pools: Any) -> dict[str, Any]:
+    return job(**pools).model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _controller(kube: FakeKube, **cfg: Any) -> Controller:
+    ctl = Controller(kube, FakePrometheus(), Config(**cfg))
+    ctl.expect = Expectations(clock=Clock())
+    return ctl
+
+
+def _pass(ctl: Controller, kube: FakeKube, watched: bool = True, full: bool = False) -> None:
+    """One pass; `watched`: the watches have caught up with every write before it."""
+    if watched or ctl.indexes is None:
+        ctl.indexes = kube.indexes()
+    asyncio.run(ctl.reconcile_all([KEY], full))
+
+
+def _reasons(kube: FakeKube) -> list[str]:
+    return [reason for _, reason, _ in kube.events]
+
+
+def _settled(**pools: Any) -> tuple[FakeKube, Controller]:
+    kube = FakeKube()
+    kube.put(_body(**pools))
+    ctl = _controller(kube)
+    _pass(ctl, kube)
+    _pass(ctl, kube)
+    kube.writes.clear()
+    kube.events.clear()
+    return kube, ctl
+
+
+def test_a_first_pass_creates_the_children_and_a_second_writes_nothing() -> None:
+    kube = FakeKube()
+    kube.put(_body())
+    ctl = _controller(kube)
+    _pass(ctl, kube)
+    applied = {w[1] for w in kube.writes if w[0] == "apply"}
+    assert applied == {"StatefulSet/j-trainer", "Service/j-trainer", "Service/j-rollout", "Deployment/j-rollout"}
+    assert ("status", "RLJob/j") in kube.writes
+    assert _reasons(kube).count("Created") == 4
+    kube.writes.clear()
+    kube.events.clear()
+    _pass(ctl, kube)
+    assert kube.writes == [] and kube.events == []
+
+
+def test_the_status_rlop_wrote_counts_while_the_watch_lags() -> None:
+    kube = FakeKube()
+    kube.put(_body())
+    ctl = _controller(kube)
+    _pass(ctl, kube)
+    kube.writes.clear()
+    _pass(ctl, kube, watched=False)  # the RLJob in the index still has no status: not written again
+    assert ("status", "RLJob/j") not in kube.writes
+    assert not [w for w in kube.writes if w[0] == "apply"]  # nor the children the watch has not shown
+
+
+def test_a_refused_write_marks_synced_and_is_reported_once() -> None:
+    kube = FakeKube()
+    kube.put(_body())
+    kube.refuse[("apply", "Deployment/j-rollout")] = KubeError(422, "spec.template: Invalid value")
+    ctl = _controller(kube)
+    _pass(ctl, kube)
+    status = kube.objects[("RLJob", "ns", "j")]["status"]
+    synced = next(c for c in status["conditions"] if c["type"] == "Synced")
+    assert (status["phase"], synced["status"], synced["reason"]) == ("Error", "False", "ApplyFailed")
+    assert "Deployment j-rollout: spec.template: Invalid value" in synced["message"]
+    assert "Created Deployment j-rollout" not in [m for _, _, m in kube.events]  # it was not
+    assert _reasons(kube).count("Created") == 3 and _reasons(kube).count("ApplyFailed") == 1
+    kube.events.clear()
+    _pass(ctl, kube)  # the same refusal again: nothing new to say
+    assert kube.events == []
+    del kube.refuse[("apply", "Deployment/j-rollout")]
+    _pass(ctl, kube)
+    assert _reasons(kube) == ["Created"]  # what recovered, said once
+    assert kube.objects[("RLJob", "ns", "j")]["status"]["phase"] != "Error"
+
+
+def test_a_hand_edit_is_reverted_with_one_event() -> None:
+    kube, ctl = _settled()
+    kube.edit("Deployment", "ns", "j-rollout", replicas=7)
+    _pass(ctl, kube)  # moments after rlop's own apply, the edit may be the watch lagging: wait and see
+    assert kube.objects[("Deployment", "ns", "j-rollout")]["spec"]["replicas"] == 7
+    ctl.expect.clock.now += WATCH_LAG  # type: ignore[attr-defined]
+    _pass(ctl, kube)
+    assert kube.objects[("Deployment", "ns", "j-rollout")]["spec"]["replicas"] == 1
+    assert _reasons(kube) == ["DriftCorrected"]
+    kube.events.clear()
+    _pass(ctl, kube)
+    assert kube.events == []
+
+
+def test_after_a_restart_children_are_reapplied_once_and_nothing_is_reported() -> None:
+    kube, _ = _settled()
+    ctl = _controller(kube)  # a new process: no memory of its own writes
+    _pass(ctl, kube)
+    assert kube.writes == [] and kube.events == []  # the re-applies changed nothing, so nothing is said
+
+
+def test_a_child_no_longer_implied_is_deleted_and_a_404_counts_as_done() -> None:
+    kube, ctl = _settled(reward={"replicas": 1, "template": {"spec": {"containers": [{"name": "c", "image": "i"}]}}})
+    body = kube.objects[("RLJob", "ns", "j")]
+    del body["spec"]["pools"]["reward"]
+    kube.put(body)
+    kube.refuse[("delete", "Service/j-reward")] = KubeError(404, "not found")
+    kube.refuse[("delete", "Deployment/j-reward")] = KubeError(409, "conflict")
+    _pass(ctl, kube)
+    deleted = [m for _, r, m in kube.events if r == "Deleted"]
+    assert deleted == ["Deleted Service j-reward: no longer implied by the spec"]  # the refused one is not
+    assert "ApplyFailed" in _reasons(kube)
+
+
+def test_a_name_taken_by_an_object_rlop_did_not_create_is_left_alone() -> None:
+    kube = FakeKube()
+    kube.put(_body())
+    theirs = {"apiVersion": "apps/v1", "kind": "Deployment", "spec": {"replicas": 3},
+              "metadata": {"name": "j-rollout", "namespace": "ns", "labels": {"rlop.dev/job": "j"}}}  # fmt: skip
+    kube.put(theirs)
+    ctl = _controller(kube)
+    _pass(ctl, kube)
+    assert ("apply", "Deployment/j-rollout") not in kube.writes
+    assert kube.objects[("Deployment", "ns", "j-rollout")]["spec"] == {"replicas": 3}
+    message = next(m for _, r, m in kube.events if r == "ApplyFailed")
+    assert "already exists and was not created by rlop" in message
+
+
+def test_an_invalid_job_is_reported_and_nothing_is_written() -> None:
+    kube = FakeKube()
+    body = _body()
+    body["spec"]["pools"]["rollout"]["replicas"] = -1  # past the API server's schema (e.g. a broken webhook)
+    kube.put(body)
+    ctl = _controller(kube)
+    _pass(ctl, kube)
+    assert [w for w in kube.writes if w[0] == "apply"] == []
+    synced = kube.objects[("RLJob", "ns", "j")]["status"]["conditions"][0]
+    assert (synced["type"], synced["reason"]) == ("Synced", "InvalidSpec")
+    assert "rollout" in synced["message"]
+    assert _reasons(kube) == ["InvalidSpec"]
+    kube.events.clear()
+    _pass(ctl, kube)
+    assert kube.events == []
+
+
+def test_a_full_pass_scales_from_the_metrics_and_holds_without_them() -> None:
+    auto = {"minReplicas": 1, "maxReplicas": 5,
+            "metrics": [{"query": "q", "target": {"type": "AverageValue", "value": 10}}]}  # fmt: skip
+    template = {"spec": {"containers": [{"name": "c", "image": "i"}]}}
+    kube, ctl = _settled(rollout={"template": template, "autoscale": auto})
+    prom = ctl.prom
+    assert isinstance(prom, FakePrometheus)
+    prom.answers[("rollout", 0)] = [({}, 30.0)]
+    _pass(ctl, kube, full=True)
+    assert kube.objects[("Deployment", "ns", "j-rollout")]["spec"]["replicas"] == 3
+    assert next(m for _, r, m in kube.events if r == "ScaledUp").startswith("rollout 1 -> 3")
+    kube.events.clear()
+    del prom.answers[("rollout", 0)]  # no data: hold, never scale down
+    _pass(ctl, kube, full=True)
+    assert kube.objects[("Deployment", "ns", "j-rollout")]["spec"]["replicas"] == 3
+    assert "MetricsMissing" in _reasons(kube)
+
+
+def test_losing_the_lease_stops_writes_and_forgets_what_was_written() -> None:
+    class Lease:
+        leader = True
+
+        def is_leader(self) -> bool:
+            return self.leader
+
+    kube = FakeKube()
+    kube.put(_body())
+    lease = Lease()
+    ctl = Controller(kube, FakePrometheus(), Config(), lease)  # type: ignore[arg-type]
+    _pass(ctl, kube)
+    assert ctl.expect.status(KEY, "uid-1") is not None
+    lease.leader = False
+    kube.writes.clear()
+    assert not ctl.may_act()
+    assert ctl.expect.status(KEY, "uid-1") is None
+
+
+def test_expectations_add_created_pods_and_mark_removed_ones_until_the_watch_lag() -> None:
+    clock = Clock()
+    expect = Expectations(clock=clock)
+    seen = [pod("a", job="j", namespace="ns"), pod("b", job="j", namespace="ns")]
+    expect.creating("ns", pod("c", job="j", namespace="ns"))
+    expect.creating("ns", pod("x", job="other", namespace="ns"))
+    expect.removed("ns", "b")
+    got = {p.name: p.deleting for p in expect.pods(seen, job=KEY)}
+    assert got == {"a": False, "b": True, "c": False}
+    assert {p.name for p in expect.pods(seen)} == {"a", "b", "c", "x"}
+    clock.now += WATCH_LAG
+    assert {p.name: p.deleting for p in expect.pods(seen, job=KEY)} == {"a": False, "b": False}
+
+
+@pytest.mark.parametrize("ok", [True, False])
+def test_expectations_of_a_pod_create(ok: bool) -> None:
+    expect = Expectations(clock=Clock())
+    expect.removed("ns", "p")  # an old pod of that name, deleted
+    expect.creating("ns", pod("p", job="j", namespace="ns"))
+    expect.created("ns", "p", ok=ok)
+    assert [p.name for p in expect.pods([], job=KEY)] == (["p"] if ok else [])
