@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from rlop.api.models import Autoscale, Recommendation, ScaleEvent
-from rlop.plan.autoscale import Reading, decide, propose, rate_limit, record_scale, stabilize
+from rlop.api.models import Autoscale, Behavior, Recommendation, ScaleEvent
+from rlop.plan.autoscale import MOST, Reading, decide, propose, rate_limit, record, record_scale, stabilize
 
 NOW = datetime(2026, 12, 1, 12, 0, 0, tzinfo=UTC)
 
@@ -101,6 +101,7 @@ def test_rate_limits_match_hpa(name: str, min_r: int, max_r: int, up: Any, down:
                                down_events: list[ScaleEvent], current: int, desired: int, expected: int,
                                code: str) -> None:  # fmt: skip
     s = spec(min_r, max_r, up, down)
+    s = s if s.behavior else s.model_copy(update={"behavior": Behavior()})  # the Go test's default rules
     stabilized, _ = stabilize(s, current, desired, [], NOW)
     assert stabilized == desired  # no history: stabilization is a no-op
     assert rate_limit(s, current, desired, up_events + down_events, NOW) == (expected, code)
@@ -123,18 +124,24 @@ def test_rate_limits_match_hpa(name: str, min_r: int, max_r: int, up: Any, down:
     ],
 )
 def test_per_metric_proposals(target: str, value: float, current: int, ready: int, expected: int) -> None:
-    assert propose(spec(target=target), 0, value, current, ready)[0] == expected
+    assert propose(spec(target=target), 0, value, current, ready, current)[0] == expected
 
 
 def test_tolerance_edge_at_110_percent() -> None:
     # 44 / (10 x 4) = 1.1 is within the default tolerance of 0.1
-    assert propose(spec(), 0, 44, 4, 4)[0] == 4
+    assert propose(spec(), 0, 44, 4, 4, 4)[0] == 4
 
 
 def test_custom_tolerance() -> None:
     s = spec(up={"tolerance": 0.5})
-    assert propose(s, 0, 55, 4, 4)[0] == 4  # 1.375: within +50 %
-    assert propose(s, 0, 30, 4, 4)[0] == 3  # 0.75: outside the default -10 %
+    assert propose(s, 0, 55, 4, 4, 4)[0] == 4  # 1.375: within +50 %
+    assert propose(s, 0, 30, 4, 4, 4)[0] == 3  # 0.75: outside the default -10 %
+
+
+def test_average_value_divides_by_the_pods_that_exist() -> None:
+    # GetExternalPerPodMetricReplicas takes the target's status.replicas: 4 pods of 6 wanted, 42 is within
+    assert propose(spec(), 0, 42, 6, 4, 4)[0] == 4
+    assert propose(spec(), 0, 42, 6, 4, 0)[0] == 5  # no pod yet: ceil(42 / 10)
 
 
 def read(*values: float | None) -> list[Reading]:
@@ -147,7 +154,7 @@ def test_max_over_metrics() -> None:
         {"query": "b", "target": {"type": "AverageValue", "value": 1}}]})  # fmt: skip
     d = decide(s, 2, 2, read(30, 7), [], [], NOW)
     assert (d.metric, d.demand) == (7, 7.0)  # max(ceil(30/10), ceil(7/1))
-    assert (d.replicas, d.code) == (6, "ScaleUpLimit")  # default scale-up: max(2 + 4 pods, 2 x 200 %)
+    assert (d.replicas, d.code) == (4, "ScaleUpLimit")  # no behavior: HPA's legacy max(2 x 2, 4) per pass
 
 
 def test_missing_metrics_hold_and_never_scale_down() -> None:
@@ -179,36 +186,38 @@ def test_scale_down_waits_for_the_stabilization_window() -> None:
     s = spec(min_r=1, max_r=10, down=rules(0, 0, 100, 15, 60))
     history: list[Recommendation] = []
     events: list[ScaleEvent] = []
-    current, t = 8, NOW
+    current, t, previous = 8, NOW, None
     # high load for a while, then none: the window holds 8 for 60 s after the last high recommendation
     for _ in range(3):
-        d = decide(s, current, current, read(80), history, events, t)
-        history, t = d.recommendations, t + timedelta(seconds=5)
+        d = decide(s, current, current, read(80), history, events, t, previous)
+        history, previous, t = d.recommendations, t, t + timedelta(seconds=5)
     last_high = t - timedelta(seconds=5)
     seen = []
     while t < NOW + timedelta(seconds=200):
-        d = decide(s, current, current, read(0), history, events, t)
-        history = d.recommendations
+        d = decide(s, current, current, read(0), history, events, t, previous)
+        history, previous = d.recommendations, t
         events = record_scale(events, s, current, d.replicas, t)
         seen.append((t, d.replicas, d.code))
         current, t = d.replicas, t + timedelta(seconds=5)
     first_down = next(at for at, replicas, _ in seen if replicas < 8)
-    assert first_down - last_high >= timedelta(seconds=60)
-    assert first_down - last_high <= timedelta(seconds=70)
+    assert first_down - last_high == timedelta(seconds=60)
     assert any(code == "ScaleDownStabilized" for _, _, code in seen)
     assert seen[-1][1] == 1
 
 
 def test_history_is_bounded_and_unchanged_while_steady() -> None:
     s = spec(min_r=1, max_r=100, down=rules(0, 0, 100, 15, 30))
-    _, h1 = stabilize(s, 5, 5, [], NOW)
-    _, h2 = stabilize(s, 5, 5, h1, NOW + timedelta(seconds=10))
+    h1 = record(s, [], 5, None, NOW)
+    h2 = record(s, h1, 5, NOW, NOW + timedelta(seconds=10))
     assert h1 == h2 == [Recommendation(replicas=5)]  # steady: nothing to write
     history: list[Recommendation] = []
     for i in range(200):
-        _, history = stabilize(s, 5, i % 90 + 1, history, NOW + timedelta(seconds=i))
-    assert len(history) <= 64
-    assert all(r.until is None or r.until > NOW + timedelta(seconds=199 - 31) for r in history)
+        previous = NOW + timedelta(seconds=i - 1) if i else None
+        history = record(s, history, i % 90 + 1, previous, NOW + timedelta(seconds=i))
+    assert len(history) <= 31  # what a 30 s window can still use: one entry per pass at the most
+    assert all(r.until is None or r.until > NOW + timedelta(seconds=199 - 30) for r in history)
+    values = [r.replicas for r in history]
+    assert values == sorted(values, reverse=True)  # only a scale-down window: a decreasing queue
 
 
 def test_scale_events_expire_after_the_longest_period() -> None:
@@ -223,5 +232,5 @@ def test_scale_events_expire_after_the_longest_period() -> None:
 
 @pytest.mark.parametrize(("value", "target"), [(1e308, 0.5), (-1e308, 0.5), (1e15, 1e-9)])
 def test_an_overflowing_demand_is_the_most_or_none_not_a_crash(value: float, target: float) -> None:
-    replicas, _ = propose(spec(target="Value", value=target), 0, value, 2, 2)
-    assert replicas == (0 if value < 0 else 10**9)
+    replicas, _ = propose(spec(target="Value", value=target), 0, value, 2, 2, 2)
+    assert replicas == (0 if value < 0 else MOST)

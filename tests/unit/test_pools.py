@@ -47,9 +47,9 @@ def test_every_consumer_covers_every_pool_kind() -> None:
         assert kind.headless or f"RLOP_{kind.name.upper()}_URL" in env, kind
     scaled = [name for name, _, _ in autoscaled(j)]
     assert scaled == [k.name for k in KINDS if k.may_autoscale]
-    readings = {(name, 0): Reading(5.0) for name in scaled}
+    readings = {(name, 0): Reading(4.0) for name in scaled}
     decision = plan_scaling(j, replicas, [], readings, {}, NOW)
-    assert all(decision.replicas[name] == 5 for name in scaled), decision.replicas
+    assert all(decision.replicas[name] == 4 for name in scaled), decision.replicas
     columns = {c["name"] for c in rljob_crd()["spec"]["versions"][0]["additionalPrinterColumns"]}
     assert {k.name.capitalize() for k in KINDS if k.column} <= columns
 

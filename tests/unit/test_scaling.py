@@ -54,16 +54,17 @@ def test_steady_metrics_change_nothing_in_status() -> None:
     )
     assert first.status.pools["rollout"].desired == 4
     j2 = j.model_copy(update={"status": first.status})
+    pods = [pod(f"j-rollout-{i}", pool="rollout", ready=True) for i in range(4)]
     for dt, value in ((1, 40.0), (2, 41.0), (3, 39.0)):  # within tolerance: same decision
         t = NOW + timedelta(seconds=dt)
-        s = plan_scaling(j2, base_replicas(j2), [], {("rollout", 0): Reading(value)}, {}, t)
+        s = plan_scaling(j2, base_replicas(j2), pods, {("rollout", 0): Reading(value)}, {}, t, t - timedelta(seconds=1))
         p = plan_job(JobObservation(j2), t, s)
         assert p.status == first.status
         assert not [e for e in p.events if e.reason.startswith("Scaled")]
 
 
 def test_scale_event_and_history_are_recorded_in_status() -> None:
-    j = job(rollout=_auto())
+    j = job(rollout=_auto(behavior={}))
     s = plan_scaling(j, base_replicas(j), [], {("rollout", 0): Reading(40)}, {}, NOW)
     assert s.replicas["rollout"] == 4
     upd = s.pools["rollout"]

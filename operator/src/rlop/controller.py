@@ -87,6 +87,7 @@ class Controller:
         self.lease = lease
         self.leading = lease is None
         self.expect = Expectations()
+        self.last_full: datetime | None = None  # when this replica's previous full pass decided
         self.indexes: Mapping[str, Any] | None = None
         self.dirty: set[JobKey] = set()
         self.wake = asyncio.Event()
@@ -129,6 +130,7 @@ class Controller:
         if leading != self.leading:
             self.leading = leading
             self.expect.clear()
+            self.last_full = None
             if leading:
                 self.dirty |= set(self.jobs())
         return leading
@@ -163,6 +165,8 @@ class Controller:
                 work.append(self.report_problem(body, R.PLANNING_FAILED, f"{type(exc).__name__}: {exc}", now))
                 continue
             work.append(self.commit(limit, key, body, job, planned, now, full))
+        if full:
+            self.last_full = now
         await asyncio.gather(*work)
         if full:
             metrics.set_harvest(view.pods)
@@ -240,7 +244,7 @@ class Controller:
         obs = self.observe(key, job, view, got.utilization, got.utilization_error)
         scaling = None
         if answers is not None:
-            scaling = plan_scaling(job, base_replicas(job), obs.pods, got.metrics, got.busy, now)
+            scaling = plan_scaling(job, base_replicas(job), obs.pods, got.metrics, got.busy, now, self.last_full)
         plan = plan_job(obs, now, scaling)
         for manifest in plan.apply:  # count new pods against their nodes before later jobs plan
             if manifest["kind"] == "Pod":

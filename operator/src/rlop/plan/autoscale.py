@@ -1,13 +1,11 @@
 """An HPA-faithful replica calculator (pure; time and history are passed in).
 
-The steps and their reason codes follow kube-controller-manager's podautoscaler (replica_calculator.go
-and horizontal.go): per-metric proposals with a tolerance band, the max over metrics, refusal to scale
-down when any metric is missing, stabilization windows, Pods/Percent rate limits with Max/Min/Disabled,
-and the min/max clamp. Two deliberate differences, both in the safe direction:
-
-- History is a list of *runs* (a recommended value and until when), not a sample per sync, so it fits in
-  status, is written only when it changes, and survives operator restarts.
-- A `Value` metric with no ready pod yet proposes from the current replica count instead of zero.
+The steps, their order over time and their reason codes follow kube-controller-manager's podautoscaler
+(replica_calculator.go and horizontal.go, v1.36): per-metric proposals with a tolerance band, the max over
+metrics, refusal to scale down when any metric is missing, the first pass seeding the history with the
+current count, a pass out of [min, max] only moving to the bound, stabilization windows, Pods/Percent rate
+limits with Max/Min/Disabled, the min/max clamp, and without `behavior` HPA's legacy path. The deliberate
+differences are listed in the README ("Autoscaling: where rlop differs from HPA").
 """
 
 from __future__ import annotations
@@ -36,8 +34,9 @@ DEFAULT_DOWN = ScalingRules(
     select_policy="Max",
     policies=[ScalingPolicy(type="Percent", value=100, period_seconds=15)],
 )
-MAX_RECOMMENDATIONS = 64
-MAX_EVENTS = 128
+LEGACY_DOWN_WINDOW = 300  # kube-controller-manager --horizontal-pod-autoscaler-downscale-stabilization
+LEGACY_UP_FACTOR, LEGACY_UP_MINIMUM = 2, 4  # calculateScaleUpLimit: max(2 x current, 4) per pass
+MOST = 2**31 - 1  # HPA's replica counts are int32
 
 
 @dataclass(frozen=True)
@@ -88,54 +87,96 @@ def _within(ratio: float, spec: Autoscale) -> bool:
     return lo <= ratio <= hi
 
 
-_MOST = 1e9  # a demand above any maxReplicas (the proposal is clamped to maxReplicas later)
+def _ceil(replicas: float) -> int:
+    """math.Ceil of a replica count as HPA takes it: capped at int32's largest; below 0 (or NaN) is 0."""
+    return math.ceil(min(replicas, MOST)) if replicas > 0 else 0
 
 
-def _ceil(demand: float) -> int:
-    """Replicas for `demand`, which may overflow to +-inf (1e308 / 0.5): clamped to [0, a huge number]."""
-    return math.ceil(min(max(demand, 0.0), _MOST) - 1e-9)
-
-
-def propose(spec: Autoscale, index: int, value: float, current: int, ready: int) -> tuple[int, float]:
-    """One metric's proposal (replica_calculator.go) and the unrounded demand behind it."""
+def propose(spec: Autoscale, index: int, value: float, current: int, ready: int, pods: int) -> tuple[int, float]:
+    """One metric's proposal (replica_calculator.go) and the unrounded demand behind it; `pods` is the
+    target's status.replicas (the pods that exist), `ready` those of them that are ready."""
     target = spec.metrics[index].target
     if target.type == "AverageValue":  # GetExternalPerPodMetricReplicas
         demand = value / target.value
-        if current and _within(value / (target.value * current), spec):
-            return current, demand
+        if pods and _within(value / (target.value * pods), spec):
+            return pods, demand
         return _ceil(demand), demand
-    ratio = value / target.value  # GetExternalMetricReplicas / getUsageRatioReplicaCount
+    ratio = value / target.value  # GetExternalMetricReplicas -> getUsageRatioReplicaCount
     if current == 0:
         return _ceil(ratio), ratio
-    base = ready or current
+    base = ready or current  # HPA multiplies by the ready pods only, 0 while none is ready (README)
     if _within(ratio, spec):
         return current, ratio * base
     return _ceil(ratio * base), ratio * base
 
 
-def _in_window(rec: Recommendation, cutoff: datetime, now: datetime) -> bool:
-    """Was `rec` recommended after `cutoff`? An open run was last recommended just before `now`."""
-    return (rec.until or now) > cutoff
+Entry = tuple[int, datetime]  # (replicas recommended, when last recommended)
 
 
-def stabilize(
-    spec: Autoscale, current: int, desired: int, history: Sequence[Recommendation], now: datetime
-) -> tuple[int, list[Recommendation]]:
-    """stabilizeRecommendationWithBehaviors: clamp `current` between the min of recommendations in the
-    scale-up window and the max of those in the scale-down window; record `desired`."""
-    up_cut = now - timedelta(seconds=rules(spec, True).stabilization_window_seconds or 0)
-    down_cut = now - timedelta(seconds=rules(spec, False).stabilization_window_seconds or 0)
-    up = min([desired] + [r.replicas for r in history if _in_window(r, up_cut, now)])
-    down = max([desired] + [r.replicas for r in history if _in_window(r, down_cut, now)])
-    stabilized = min(max(current, up), down)
-    oldest = min(up_cut, down_cut)
-    kept = [
-        r if r.until is not None else r.model_copy(update={"until": now})
-        for r in history
-        if r.replicas != desired and _in_window(r, oldest, now)
-    ]
-    kept = sorted(kept, key=lambda r: r.until or now)[-(MAX_RECOMMENDATIONS - 1) :]
-    return stabilized, [*kept, Recommendation(replicas=desired)]
+def _entries(history: Sequence[Recommendation], previous: datetime | None, now: datetime) -> list[Entry]:
+    """The history with times: the open entry was last recommended at the pool's previous pass."""
+    return [(r.replicas, r.until or previous or now) for r in history]
+
+
+def _prune(entries: Sequence[Entry], spec: Autoscale, now: datetime) -> list[Recommendation]:
+    """Keep only what a later pass can still use: an entry is needed while it is inside a window and no
+    later entry outweighs it there (one as high or higher for the scale-down max, as low or lower for the
+    scale-up min), so each direction keeps a monotonic queue; the newest entry is always kept (open)."""
+    up, down = _windows(spec)
+    up_cut, down_cut = now - timedelta(seconds=up or 0), now - timedelta(seconds=down)
+    kept: list[Recommendation] = []
+    for i, (replicas, at) in enumerate(entries[:-1]):
+        later = [r for r, _ in entries[i + 1 :]]
+        for_down = at > down_cut and max(later) < replicas
+        for_up = up is not None and at > up_cut and min(later) > replicas
+        if for_down or for_up:
+            kept.append(Recommendation(replicas=replicas, until=at))
+    return [*kept, Recommendation(replicas=entries[-1][0])]
+
+
+def _windows(spec: Autoscale) -> tuple[int | None, int]:
+    """The scale-up and scale-down stabilization windows; without `behavior` (HPA's legacy path) there is no
+    scale-up window and the scale-down window is kube-controller-manager's default."""
+    if spec.behavior is None:
+        return None, LEGACY_DOWN_WINDOW
+    return rules(spec, True).stabilization_window_seconds or 0, rules(spec, False).stabilization_window_seconds or 0
+
+
+def stabilize(spec: Autoscale, current: int, desired: int, entries: Sequence[Entry], now: datetime) -> tuple[int, str]:
+    """stabilizeRecommendationWithBehaviors: `current` brought between the min of the recommendations inside
+    the scale-up window and the max of those inside the scale-down window (both including `desired`);
+    without `behavior`, stabilizeRecommendation: the max inside the scale-down window (its boundary is
+    inclusive there, exclusive with behaviors, as in HPA)."""
+    up, down = _windows(spec)
+    if up is None:
+        cutoff = now - timedelta(seconds=down)
+        stabilized = max([desired] + [r for r, at in entries if at >= cutoff])
+        return stabilized, R.SCALE_DOWN_STABILIZED
+    up_cut, down_cut = now - timedelta(seconds=up), now - timedelta(seconds=down)
+    low = min([desired] + [r for r, at in entries if at > up_cut])
+    high = max([desired] + [r for r, at in entries if at > down_cut])
+    code = R.SCALE_UP_STABILIZED if desired >= current else R.SCALE_DOWN_STABILIZED
+    return min(max(current, low), high), code
+
+
+def record(
+    spec: Autoscale, history: Sequence[Recommendation], desired: int, previous: datetime | None, now: datetime
+) -> list[Recommendation]:
+    """The history after this pass recommended `desired` (an unchanged recommendation changes nothing)."""
+    entries = _entries(history, previous, now)
+    if history and history[-1].until is None and history[-1].replicas == desired:
+        entries[-1] = (desired, now)
+    else:
+        entries.append((desired, now))
+    return _prune(entries, spec, now)
+
+
+def close(history: Sequence[Recommendation], previous: datetime | None, now: datetime) -> list[Recommendation]:
+    """A pass that recommends nothing (no metrics, replicas out of bounds): the open entry was last
+    recommended at the previous pass, and ages out from then."""
+    if not history or history[-1].until is not None:
+        return list(history)
+    return [*history[:-1], Recommendation(replicas=history[-1].replicas, until=previous or now)]
 
 
 def _change(events: Sequence[ScaleEvent], period: int, now: datetime, up: bool) -> int:
@@ -162,7 +203,16 @@ def rate_bound(current: int, events: Sequence[ScaleEvent], r: ScalingRules, now:
 def rate_limit(
     spec: Autoscale, current: int, desired: int, events: Sequence[ScaleEvent], now: datetime
 ) -> tuple[int, str]:
-    """convertDesiredReplicasWithBehaviorRate: the rate-limited, clamped count and HPA's reason code."""
+    """convertDesiredReplicasWithBehaviorRate: the rate-limited, clamped count and HPA's reason code;
+    without `behavior`, convertDesiredReplicasWithRules: up to max(2 x current, 4) per pass."""
+    if spec.behavior is None:
+        limit = max(LEGACY_UP_FACTOR * current, LEGACY_UP_MINIMUM)
+        allowed, code = (
+            (limit, R.SCALE_UP_LIMIT) if spec.max_replicas > limit else (spec.max_replicas, R.TOO_MANY_REPLICAS)
+        )
+        if desired < spec.min_replicas:
+            return spec.min_replicas, R.TOO_FEW_REPLICAS
+        return (allowed, code) if desired > allowed else (desired, R.DESIRED_WITHIN_RANGE)
     if desired > current:
         limit = max(rate_bound(current, events, rules(spec, True), now, up=True), current)
         allowed, code = (
@@ -181,13 +231,16 @@ def rate_limit(
 def record_scale(
     events: Sequence[ScaleEvent], spec: Autoscale, before: int, after: int, now: datetime
 ) -> list[ScaleEvent]:
-    """Append a scale event and drop those older than the longest policy period that could use them."""
+    """storeScaleEvent: append a scale event and keep every one inside the longest policy period of
+    either direction (HPA keeps none without `behavior`: its legacy path has no rate policies)."""
+    if spec.behavior is None:
+        return []
     periods = [p.period_seconds for up in (True, False) for p in rules(spec, up).policies or ()]
     cutoff = now - timedelta(seconds=max(periods, default=0))
     kept = [e for e in events if e.time > cutoff]
     if after != before:
         kept.append(ScaleEvent(time=now, change=after - before))
-    return kept[-MAX_EVENTS:]
+    return kept
 
 
 _MESSAGES = {
@@ -209,34 +262,41 @@ def decide(
     recommendations: Sequence[Recommendation],
     events: Sequence[ScaleEvent],
     now: datetime,
+    previous: datetime | None = None,
+    pods: int | None = None,
 ) -> Decision:
-    """Desired replicas for one pool (reconcileAutoscaler + normalizeDesiredReplicasWithBehaviors)."""
-    if current > spec.max_replicas:
-        return Decision(
-            spec.max_replicas, R.TOO_MANY_REPLICAS, "above maxReplicas", 0.0, None, True, list(recommendations)
+    """Desired replicas for one pool in one pass (reconcileAutoscaler, then normalizeDesiredReplicas or
+    normalizeDesiredReplicasWithBehaviors). `previous`: the pool's previous pass (None: unknown, e.g. after a
+    restart: taken as now); `pods`: the pods that exist (default `current`)."""
+    history = list(recommendations) or [Recommendation(replicas=current, until=now)]  # recordInitialRecommendation
+    if current > spec.max_replicas or current < spec.min_replicas:  # moves to the bound, and only that
+        bound, code, why = (
+            (spec.max_replicas, R.TOO_MANY_REPLICAS, "above maxReplicas")
+            if current > spec.max_replicas
+            else (spec.min_replicas, R.TOO_FEW_REPLICAS, "below minReplicas")
         )
-    if current < spec.min_replicas:
-        return Decision(
-            spec.min_replicas, R.TOO_FEW_REPLICAS, "below minReplicas", 0.0, None, True, list(recommendations)
-        )
-    proposals = [(*propose(spec, i, r.value, current, ready), i) for i, r in enumerate(readings) if r.value is not None]
+        return Decision(bound, code, f"{current} replicas {why}", 0.0, None, True, close(history, previous, now))
+    pods = current if pods is None else pods
+    proposals = [
+        (*propose(spec, i, r.value, current, ready, pods), i) for i, r in enumerate(readings) if r.value is not None
+    ]
     missing = [f"metric {i}: {r.error or 'no data'}" for i, r in enumerate(readings) if r.value is None]
     best = max(proposals, default=None)
     if best is None or (missing and best[0] < current):  # never scale down on partial data
         hold = max(current, spec.fallback_replicas or 0) if best is None else current
         why = "; ".join(missing)
         verb = f"fallback to {hold}" if hold != current else f"holding {current}"
-        return Decision(hold, R.METRICS_UNAVAILABLE, f"{verb}: {why}", 0.0, None, False, list(recommendations))
+        return Decision(hold, R.METRICS_UNAVAILABLE, f"{verb}: {why}", 0.0, None, False, close(history, previous, now))
     prenormalized, demand, index = best
     value = readings[index].value
-    stabilized, history = stabilize(spec, current, prenormalized, recommendations, now)
-    code = R.DESIRED_WITHIN_RANGE
-    if stabilized != prenormalized:
-        code = R.SCALE_UP_STABILIZED if prenormalized >= current else R.SCALE_DOWN_STABILIZED
+    stabilized, stabilized_code = stabilize(spec, current, prenormalized, _entries(history, previous, now), now)
+    history = record(spec, history, prenormalized, previous, now)
+    code = R.DESIRED_WITHIN_RANGE if stabilized == prenormalized else stabilized_code
     final, limit_code = rate_limit(spec, current, stabilized, events, now)
     if limit_code != R.DESIRED_WITHIN_RANGE or code == R.DESIRED_WITHIN_RANGE:
         code = limit_code
     target = spec.metrics[index].target
     per = " per replica" if target.type == "AverageValue" else ""
-    reason = f"metric {value:g} vs target {target.value:g}{per}: wants {prenormalized}, {_MESSAGES[code]}"
+    limited = _MESSAGES[code] if spec.behavior or code != R.SCALE_UP_LIMIT else "limited to max(2 x current, 4)"
+    reason = f"metric {value:g} vs target {target.value:g}{per}: wants {prenormalized}, {limited}"
     return Decision(final, code, reason, demand, value, True, history)

@@ -49,16 +49,15 @@ class JobPlan:
 
 def base_replicas(job: RLJob) -> dict[str, int]:
     """Replicas per pool before autoscaling: fixed pools as specified (1 if unset), autoscaled pools at
-    their last decision kept within [min, max] (minReplicas at first); all 0 when suspended."""
+    their last decision (minReplicas at first; a full pass moves a count outside [min, max] to the bound,
+    as HPA does); all 0 when suspended."""
     old = job.status.pools if job.status else {}
     auto = {name: a for name, _, a in autoscaled(job)}
     out = {}
     for kind, spec in pools(job):
         fixed = fixed_replicas(kind, spec)
         if fixed is None:
-            a = auto[kind.name]
-            last = old[kind.name].desired if kind.name in old else a.min_replicas
-            fixed = min(max(last, a.min_replicas), a.max_replicas)
+            fixed = old[kind.name].desired if kind.name in old else auto[kind.name].min_replicas
         out[kind.name] = fixed
     return {k: 0 for k in out} if job.spec.suspend else out
 

@@ -88,8 +88,10 @@ def plan_scaling(
     readings: Mapping[MetricKey, Reading],
     busy: Mapping[str, Mapping[str, float]],
     now: datetime,
+    previous: datetime | None = None,
 ) -> Scaling:
-    """Decide replicas for every autoscaled pool of `job` (base: the current replicas of every pool)."""
+    """Decide replicas for every autoscaled pool of `job` (base: the current replicas of every pool;
+    previous: the time of the previous full pass, None if unknown)."""
     scaled = {name: (spec, auto) for name, spec, auto in autoscaled(job)}
     if job.spec.suspend or not scaled:
         return Scaling(dict(base))
@@ -97,11 +99,13 @@ def plan_scaling(
     decisions: dict[str, Decision] = {}
     for name, (_, auto) in scaled.items():
         prev = old.get(name, PoolStatus())
-        ready = sum(1 for p in pods if p.pool == name and p.ready and not p.deleting)
+        live = [p for p in pods if p.pool == name and not p.deleting and not p.terminal]
+        ready = sum(1 for p in live if p.ready)
         metric_readings = [readings.get((name, i), Reading(None, "not queried")) for i in range(len(auto.metrics))]
         decisions[name] = decide(
-            auto, base[name], ready, metric_readings, prev.recommendations or [], prev.scale_events or [], now
-        )
+            auto, base[name], ready, metric_readings, prev.recommendations or [], prev.scale_events or [], now,
+            previous, pods=len(live),
+        )  # fmt: skip
     claims = {
         n: Claim(gpus_per_replica(scaled[n][0]), scaled[n][1].min_replicas, d.replicas, d.demand)
         for n, d in decisions.items()
