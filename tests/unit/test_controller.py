@@ -4,14 +4,18 @@ reports, what it remembers of its own writes. The real API server's side is in t
 from __future__ import annotations
 
 import asyncio
+from datetime import datetime
 from typing import Any
 
 import pytest
+import yaml
 
 from rlop.config import Config
 from rlop.controller import Controller
+from rlop.dev import REPO
 from rlop.expectations import WATCH_LAG, Expectations
 from rlop.kube.client import KubeError
+from rlop.whatif import what_if
 
 from .builders import job, pod
 from .fake_kube import FakeKube, FakePrometheus
@@ -229,3 +233,29 @@ def test_expectations_of_a_pod_create(ok: bool) -> None:
     expect.creating("ns", pod("p", job="j", namespace="ns"))
     expect.created("ns", "p", ok=ok)
     assert [p.name for p in expect.pods([], job=KEY)] == (["p"] if ok else [])
+
+
+def test_the_operator_and_rlop_plan_decide_alike_from_the_same_observations() -> None:
+    doc = yaml.safe_load((REPO / "examples" / "rljob.yaml").read_text())
+    doc["metadata"] = {**doc["metadata"], "namespace": "ns", "uid": "uid-1", "generation": 1}
+    kube = FakeKube()
+    kube.put(doc)
+    key = ("ns", doc["metadata"]["name"])
+    ctl = _controller(kube)
+    ctl.indexes = kube.indexes()
+    asyncio.run(ctl.reconcile_all([key]))  # creates the children; no decision yet
+    state = kube.objects[("RLJob", "ns", key[1])]["status"]
+    assert isinstance(ctl.prom, FakePrometheus)
+    ctl.prom.answers[("rollout", 0)] = [({}, 130.0)]
+    ctl.prom.answers[("reward", 0)] = [({}, 40.0)]
+    ctl.indexes = kube.indexes()
+    asyncio.run(ctl.reconcile_all([key], full=True))
+    after = kube.objects[("RLJob", "ns", key[1])]["status"]
+    now = datetime.fromisoformat(after["pools"]["rollout"]["lastScaleTime"].replace("Z", "+00:00"))
+    dry = what_if(
+        doc, {"rollout": [130], "reward": [40]}, state, now, pods={p: {"existing": 0} for p in state["pools"]}
+    )
+    assert {p: s["desired"] for p, s in dry["state"]["pools"].items()} == {
+        p: s["desired"] for p, s in after["pools"].items()
+    }
+    assert dry["state"]["pools"]["rollout"]["recommendations"] == after["pools"]["rollout"]["recommendations"]

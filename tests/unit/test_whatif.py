@@ -8,9 +8,12 @@ import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pytest
 import yaml
 
-from rlop.whatif import what_if
+from rlop.whatif import PlanInputError, what_if
+
+CPU_POOL = {"rlop.dev/cpu-pool": "true"}
 
 ROOT = Path(__file__).resolve().parents[2]
 T0 = datetime(2026, 12, 1, tzinfo=UTC)
@@ -55,10 +58,10 @@ def test_missing_metrics_hold() -> None:
 
 def test_placement_and_evictions_for_given_nodes() -> None:
     nodes = [
-        {"name": "cpu-0", "cpu": 16, "labels": {"rlop.dev/cpu-pool": "true"}, "utilization": 0.2, "sandboxPods": 2},
-        {"name": "cpu-1", "cpu": 16, "labels": {"rlop.dev/cpu-pool": "true"}, "utilization": 0.9, "sandboxPods": 2},
-        {"name": "cpu-2", "cpu": 16, "labels": {"rlop.dev/cpu-pool": "true"}},  # no data: not harvestable
-        {"name": "gpu-0", "cpu": 64, "utilization": 0.0},  # not in the nodeSelector
+        {"name": "cpu-0", "cpu": 16, "memory": "64Gi", "labels": CPU_POOL, "utilization": 0.2, "sandboxPods": 2},
+        {"name": "cpu-1", "cpu": 16, "memory": "64Gi", "labels": CPU_POOL, "utilization": 0.9, "sandboxPods": 2},
+        {"name": "cpu-2", "cpu": 16, "memory": "64Gi", "labels": CPU_POOL},  # no data: not harvestable
+        {"name": "gpu-0", "cpu": 64, "memory": "64Gi", "utilization": 0.0},  # not in the nodeSelector
     ]
     state = {"pools": {"sandbox": {"desired": 4}}}
     out = what_if(example(), {"sandbox": [16]}, state, T0, nodes)
@@ -66,3 +69,104 @@ def test_placement_and_evictions_for_given_nodes() -> None:
     assert {e["pod"] for e in out["evictions"]} == {"grpo-math-sandbox-cpu-1-0", "grpo-math-sandbox-cpu-1-1"}
     assert "node cpu-1 is busy" in out["evictions"][0]["reason"]
     assert set(out["placement"]) == {"cpu-0"} and len(out["placement"]["cpu-0"]) == 4
+    assert out["created"] == out["placement"]["cpu-0"][2:]
+    assert out["rooms"]["cpu-1"]["harvestCores"] == 0.5 and out["rooms"]["cpu-1"]["ceilingCores"] < 0.5
+
+
+def plan(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "rlop", "plan", "-f", str(ROOT / "examples/rljob.yaml"), *args],
+                          capture_output=True, text=True, input=stdin)  # fmt: skip
+
+
+def test_its_whole_output_chains_as_state_and_dates_the_previous_pass(tmp_path: Path) -> None:
+    metrics, state = tmp_path / "m.json", tmp_path / "s.json"
+    metrics.write_text(json.dumps({"rollout": [130]}))
+    first = plan("--metrics", str(metrics), "--now", "2026-12-01T00:00:00")  # no zone: UTC
+    assert first.returncode == 0, first.stderr
+    assert json.loads(first.stdout)["now"] == "2026-12-01T00:00:00Z"
+    state.write_text(first.stdout)
+    metrics.write_text(json.dumps({"rollout": [None]}))  # an outage: the history ages from the previous pass
+    second = plan("--metrics", str(metrics), "--state", str(state), "--now", "2026-12-01T00:00:15Z")
+    assert second.returncode == 0, second.stderr
+    rec = json.loads(second.stdout)["state"]["pools"]["rollout"]["recommendations"]
+    assert rec == [{"replicas": 17, "until": "2026-12-01T00:00:00Z"}]
+
+
+def test_bad_input_gets_one_line(tmp_path: Path) -> None:
+    metrics = tmp_path / "m.json"
+    for given, error in (
+        ({"rollot": [1]}, "'rollot' is not an autoscaled pool"),
+        ({"rollout": [1, 2]}, "--metrics.rollout: 2 values for 1 metrics"),
+        ({"rollout": ["x"]}, "is not a number or null"),
+    ):
+        metrics.write_text(json.dumps(given))
+        out = plan("--metrics", str(metrics), "--now", "0")
+        assert out.returncode == 2 and out.stderr.count("\n") == 1 and error in out.stderr, out.stderr
+    out = plan("--now", "1764547200000")
+    assert out.returncode == 2 and "milliseconds" in out.stderr and out.stderr.count("\n") == 1
+    bad_state = tmp_path / "s.json"
+    bad_state.write_text(json.dumps({"pools": {"rollout": {"desired": "many"}}}))
+    out = plan("--state", str(bad_state))
+    assert out.returncode == 2 and "--state: pools.rollout.desired" in out.stderr and out.stderr.count("\n") == 1
+
+
+def test_nan_and_infinity_are_no_data(tmp_path: Path) -> None:
+    metrics = tmp_path / "m.json"
+    for literal in ("NaN", "Infinity", "-Infinity"):
+        metrics.write_text('{"rollout": [' + literal + "]}")
+        out = plan("--metrics", str(metrics), "--now", "0")
+        assert out.returncode == 0, out.stderr
+        result = json.loads(out.stdout)
+        assert result["pools"]["rollout"]["desired"] == 1
+        cond = next(c for c in result["conditions"] if c["type"] == "MetricsAvailable")
+        assert cond["status"] == "False" and "rollout" in cond["message"]
+
+
+def test_the_reason_and_metric_are_this_pass_s_even_when_the_decision_stays() -> None:
+    first = what_if(example(), {"rollout": [8]}, None, T0)
+    again = what_if(example(), {"rollout": [8.4]}, first, T0 + timedelta(seconds=5))
+    assert again["pools"]["rollout"]["metric"] == 8.4 and "metric 8.4" in again["pools"]["rollout"]["reason"]
+
+
+def test_a_missing_metric_is_reported_while_another_scales_up() -> None:
+    job = example()
+    metrics = job["spec"]["pools"]["rollout"]["autoscale"]["metrics"]
+    metrics.append({"query": "sum(other)", "target": {"type": "AverageValue", "value": 8}})
+    out = what_if(job, {"rollout": [64]}, None, T0)  # the second value is not given
+    assert out["pools"]["rollout"]["desired"] == 3
+    cond = next(c for c in out["conditions"] if c["type"] == "MetricsAvailable")
+    assert cond["status"] == "False" and "metric 1: no value given (decided on its other metrics)" in cond["message"]
+
+
+def test_replicas_and_ready_pods_can_be_given() -> None:
+    out = what_if(example(), {"reward": [40]}, None, T0, replicas={"reward": 2})
+    assert out["pools"]["reward"]["current"] == 2
+    # AverageValue divides by the pods that exist (HPA's status.replicas): 8.4 / (8 x 1) is within tolerance
+    # of 1 pod, so it wants 1; counting the 2 replicas it would want ceil(8.4 / 8) = 2
+    out = what_if(example(), {"reward": [8.4]}, None, T0, replicas={"reward": 2}, pods={"reward": {"existing": 1}})
+    assert "wants 1" in out["pools"]["reward"]["reason"]
+    assert out["pools"]["reward"]["desired"] == 2  # the first pass seeds the window with the current 2
+    out = what_if(example(), {"reward": [8.4]}, None, T0, replicas={"reward": 2})
+    assert "wants 2" in out["pools"]["reward"]["reason"]
+    for bad in ({"rewrd": {"ready": 1}}, {"reward": {"ready": -1}}, {"reward": {"running": 1}}):
+        with pytest.raises(PlanInputError):
+            what_if(example(), {}, None, T0, pods=bad)
+
+
+def test_nodes_are_read_as_the_operator_reads_node_objects() -> None:
+    base = {"cpu": 16, "memory": "64Gi", "labels": CPU_POOL, "utilization": 0.1}
+    nodes = [
+        {"name": "not-ready", **base, "ready": False},
+        {"name": "cordoned", **base, "unschedulable": True},
+        {"name": "tainted", **base, "taints": [{"key": "dedicated", "value": "x", "effect": "NoSchedule"}]},
+        {"name": "ok", **base},
+    ]
+    out = what_if(example(), {"sandbox": [16]}, None, T0, nodes)
+    assert set(out["placement"]) == {"ok"}
+    for bad, error in (
+        ({"name": "n", "cpu": 4, "memory": "1Gi", "utilisation": 0.5}, "unknown keys ['utilisation']"),
+        ({"name": "n", "cpu": 4, "memory": "1Gi", "utilization": 1.5}, "not within [0, 1]"),
+        ({"name": "n", "memory": "1Gi"}, "'cpu' is required"),
+    ):
+        with pytest.raises(PlanInputError, match=error.replace("[", r"\[").replace("]", r"\]")):
+            what_if(example(), {}, None, T0, [bad])

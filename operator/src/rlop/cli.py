@@ -9,6 +9,7 @@ import os
 import socket
 import sys
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 from rlop.config import Config
@@ -103,19 +104,27 @@ def _plan(args: argparse.Namespace) -> int:
 
     import yaml
 
-    from rlop.whatif import what_if
+    from rlop.whatif import PlanInputError, parse_now, what_if
 
-    job = yaml.safe_load(Path(args.file).read_text())
-    metrics = json.loads(Path(args.metrics).read_text()) if args.metrics else {}
-    state = json.loads(Path(args.state).read_text()) if args.state else None
-    nodes = json.loads(Path(args.nodes).read_text()) if args.nodes else None
-    if args.now is None:
-        now = datetime.now(UTC)
-    elif args.now.replace(".", "", 1).isdigit():
-        now = datetime.fromtimestamp(float(args.now), UTC)
-    else:
-        now = datetime.fromisoformat(args.now.replace("Z", "+00:00"))
-    print(json.dumps(what_if(job, metrics, state, now.replace(microsecond=0), nodes), indent=2))
+    def load(flag: str, path: str | None) -> Any:
+        if path is None:
+            return None
+        try:
+            text = Path(path).read_text()
+            return yaml.safe_load(text) if flag == "-f" else json.loads(text)
+        except (OSError, ValueError, yaml.YAMLError) as exc:
+            raise PlanInputError(f"{flag} {path}: {str(exc).splitlines()[0]}") from None
+
+    try:
+        now = datetime.now(UTC) if args.now is None else parse_now(args.now)
+        out = what_if(
+            load("-f", args.file) or {}, load("--metrics", args.metrics) or {}, load("--state", args.state), now,
+            load("--nodes", args.nodes), load("--replicas", args.replicas), load("--pods", args.pods),
+        )  # fmt: skip
+    except PlanInputError as exc:
+        print(f"rlop plan: {exc}", file=sys.stderr)
+        return 2
+    print(json.dumps(out, indent=2))
     return 0
 
 
@@ -154,8 +163,10 @@ def parser() -> argparse.ArgumentParser:
     plan = sub.add_parser("plan", help="print the autoscaler's decision for an RLJob file, without a cluster")
     plan.add_argument("-f", "--file", required=True, help="RLJob YAML")
     plan.add_argument("--metrics", help='JSON: {"<pool>": [value per metric]}')
-    plan.add_argument("--state", help="JSON: the RLJob status (current replicas and autoscaler history)")
-    plan.add_argument("--now", help="RFC 3339 time or Unix seconds (default: now)")
+    plan.add_argument("--state", help="JSON: the RLJob status, or a whole earlier output of rlop plan (to chain)")
+    plan.add_argument("--now", help="RFC 3339 time (UTC if no zone) or Unix seconds (default: now)")
+    plan.add_argument("--replicas", help='JSON: {"<pool>": current replicas} (default: the state\'s)')
+    plan.add_argument("--pods", help='JSON: {"<pool>": {"existing": n, "ready": m}} (default: all, all ready)')
     plan.add_argument("--nodes", help="JSON: candidate nodes with utilization, for sandbox placement")
     plan.set_defaults(func=_plan)
 

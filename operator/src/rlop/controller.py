@@ -25,11 +25,10 @@ from rlop.config import Config
 from rlop.expectations import Expectations, JobKey, Refusal
 from rlop.kube.client import KubeError
 from rlop.kube.lease import Lease
-from rlop.plan.job import JobObservation, JobPlan, base_replicas, owned, plan_job, with_apply_errors
+from rlop.plan.job import JobObservation, JobPlan, owned, plan_pass, with_apply_errors
 from rlop.plan.observed import ChildInfo, NodeInfo, PodInfo, controller_owner, owned_by, pod_info, version
 from rlop.plan.readings import Answer, JobReadings, QueryKey, queries, read
 from rlop.plan.render import Manifest
-from rlop.plan.scaling import plan_scaling
 from rlop.plan.status import COST, DELETE_POD, EVICT, RELEASE, ConditionUpdate, Event, find, set_condition
 from rlop.prom.client import Request, Result
 
@@ -242,10 +241,7 @@ class Controller:
         started = time.perf_counter()
         got = read(job, answers) if answers is not None else JobReadings()
         obs = self.observe(key, job, view, got.utilization, got.utilization_error)
-        scaling = None
-        if answers is not None:
-            scaling = plan_scaling(job, base_replicas(job), obs.pods, got.metrics, got.busy, now, self.last_full)
-        plan = plan_job(obs, now, scaling)
+        plan, _ = plan_pass(obs, got if answers is not None else None, now, self.last_full)
         for manifest in plan.apply:  # count new pods against their nodes before later jobs plan
             if manifest["kind"] == "Pod":
                 pod = pod_info(manifest)

@@ -442,7 +442,8 @@ class Condition(ApiModel):
 
 
 class Recommendation(ApiModel):
-    """A replica count the autoscaler recommended, until `until` (unset: still recommended)."""
+    """A replica count the autoscaler recommended, last at `until` (unset: the newest, recommended at every
+    pass since, up to the pool's previous pass)."""
 
     replicas: int
     until: datetime | None = None
@@ -464,10 +465,14 @@ class PoolStatus(ApiModel):
     last_scale_time: datetime | None = None
     last_metric: float | None = Field(default=None, description="the metric value behind the last decision")
     recommendations: list[Recommendation] | None = Field(
-        default=None, max_length=64, description="stabilization-window history (survives restarts)"
+        default=None,
+        max_length=8192,  # per window, one a second at the most: 2 x 3601 + 1 for the longest windows
+        description="stabilization-window history: only what a window can still use (survives restarts)",
     )
     scale_events: list[ScaleEvent] | None = Field(
-        default=None, max_length=128, description="rate-limit history (survives restarts)"
+        default=None,
+        max_length=4096,  # one per direction a second at the most, for the longest period (1800 s)
+        description="rate-limit history inside the longest policy period (survives restarts)",
     )
 
 

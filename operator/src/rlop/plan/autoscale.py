@@ -118,19 +118,37 @@ def _entries(history: Sequence[Recommendation], previous: datetime | None, now: 
     return [(r.replicas, r.until or previous or now) for r in history]
 
 
+def _queue(entries: Sequence[Entry], cutoff: datetime, high: bool) -> set[int]:
+    """The entries a window's max (`high`) or min can still take at a later pass: newest first, an entry is
+    kept while it is inside the window and outweighs every entry of its time or later (a monotonic queue;
+    of one time, only the newest best one)."""
+    keep: set[int] = set()
+    best: int | None = None
+    i = len(entries) - 1
+    while i >= 0:
+        j = i
+        while j > 0 and entries[j - 1][1] == entries[i][1]:
+            j -= 1
+        same = range(i, j - 1, -1)
+        top = (max if high else min)(same, key=lambda k: entries[k][0])  # the newest of the best: first found
+        value = entries[top][0]
+        if best is None or (value > best if high else value < best):
+            if entries[top][1] > cutoff:
+                keep.add(top)
+            best = value
+        i = j - 1
+    return keep
+
+
 def _prune(entries: Sequence[Entry], spec: Autoscale, now: datetime) -> list[Recommendation]:
-    """Keep only what a later pass can still use: an entry is needed while it is inside a window and no
-    later entry outweighs it there (one as high or higher for the scale-down max, as low or lower for the
-    scale-up min), so each direction keeps a monotonic queue; the newest entry is always kept (open)."""
+    """Keep only what a later pass can still use (a window's max or min; nothing at or before its cutoff
+    now can count later), so the history is exact and bounded: per window, one entry per second at most;
+    the newest entry is always kept (open)."""
     up, down = _windows(spec)
-    up_cut, down_cut = now - timedelta(seconds=up or 0), now - timedelta(seconds=down)
-    kept: list[Recommendation] = []
-    for i, (replicas, at) in enumerate(entries[:-1]):
-        later = [r for r, _ in entries[i + 1 :]]
-        for_down = at > down_cut and max(later) < replicas
-        for_up = up is not None and at > up_cut and min(later) > replicas
-        if for_down or for_up:
-            kept.append(Recommendation(replicas=replicas, until=at))
+    keep = _queue(entries, now - timedelta(seconds=down), high=True)
+    if up is not None:
+        keep |= _queue(entries, now - timedelta(seconds=up), high=False)
+    kept = [Recommendation(replicas=r, until=at) for i, (r, at) in enumerate(entries[:-1]) if i in keep]
     return [*kept, Recommendation(replicas=entries[-1][0])]
 
 
@@ -238,8 +256,11 @@ def record_scale(
     periods = [p.period_seconds for up in (True, False) for p in rules(spec, up).policies or ()]
     cutoff = now - timedelta(seconds=max(periods, default=0))
     kept = [e for e in events if e.time > cutoff]
-    if after != before:
-        kept.append(ScaleEvent(time=now, change=after - before))
+    change = after - before
+    if change and kept and kept[-1].time == now and (kept[-1].change > 0) == (change > 0):  # one a second
+        kept[-1] = ScaleEvent(time=now, change=kept[-1].change + change)
+    elif change:
+        kept.append(ScaleEvent(time=now, change=change))
     return kept
 
 

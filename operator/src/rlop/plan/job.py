@@ -15,8 +15,9 @@ from rlop.api.pools import autoscaled, fixed_replicas, pools
 from rlop.plan.gang import GangDecision, plan_gang
 from rlop.plan.harvest import HarvestPlan, plan_harvest
 from rlop.plan.observed import ChildInfo, NodeInfo, PodInfo, owned_by, pod_requests
+from rlop.plan.readings import JobReadings
 from rlop.plan.render import Manifest, child_name, harvests, render, sandbox_pod, sandbox_template
-from rlop.plan.scaling import Scaling
+from rlop.plan.scaling import Scaling, plan_scaling
 from rlop.plan.status import EVICT, RELEASE, ConditionUpdate, Event, find, set_condition
 
 ChildKey = tuple[str, str]  # (kind, name)
@@ -184,6 +185,19 @@ def plan_job(obs: JobObservation, now: datetime, scaling: Scaling | None = None)
     )
     events += _transitions(old, status)
     return JobPlan(writes, drift, delete, list(gang.release), delete_pods, evict, status, events, scaling.pod_costs)
+
+
+def plan_pass(
+    obs: JobObservation, readings: JobReadings | None, now: datetime, previous: datetime | None
+) -> tuple[JobPlan, Scaling]:
+    """One job's plan in a pass; with `readings` (a full pass, `previous` the one before it, None if
+    unknown) the autoscaler decides first. The operator and `rlop plan` both plan through here."""
+    job = obs.job
+    if readings is None:
+        scaling = Scaling(base_replicas(job), fresh=False)
+    else:
+        scaling = plan_scaling(job, base_replicas(job), obs.pods, readings.metrics, readings.busy, now, previous)
+    return plan_job(obs, now, scaling), scaling
 
 
 def sandbox_pod_info(job: RLJob) -> PodInfo:

@@ -43,6 +43,8 @@ class Scaling:
     events: list[Event] = field(default_factory=list)
     pod_costs: dict[str, int] = field(default_factory=dict)  # pod -> deletion cost, before a scale-down
     limited: dict[str, str] = field(default_factory=dict)  # pool -> why the GPU budget held it back
+    explained: dict[str, tuple[str, str, float | None]] = field(default_factory=dict)  # pool -> this pass's
+    # (decision, reason, metric), also when unchanged (the status keeps those of the last change)
     fresh: bool = True  # decided from this interval's metrics (False: pools just keep their replicas)
 
 
@@ -59,13 +61,22 @@ def _fixed_gpus(job: RLJob, replicas: Mapping[str, int]) -> float:
     )
 
 
-def _metrics_condition(failures: Mapping[str, Decision], readings: Mapping[MetricKey, Reading]) -> ConditionUpdate:
-    if not failures:
+def _metrics_condition(decisions: Mapping[str, Decision], readings: Mapping[str, Sequence[Reading]]) -> ConditionUpdate:
+    """True only when every metric of every autoscaled pool has a value; a pool that scaled up on its other
+    metrics is named too."""
+    problems, missing = [], []
+    for pool, d in sorted(decisions.items()):
+        gaps = [(i, r) for i, r in enumerate(readings[pool]) if r.value is None]
+        missing += [r for _, r in gaps]
+        if not d.metrics_ok:
+            problems.append(f"{pool}: {d.reason}")
+        elif gaps:
+            why = "; ".join(f"metric {i}: {r.error or 'no data'}" for i, r in gaps)
+            problems.append(f"{pool}: {why} (decided on its other metrics)")
+    if not problems:
         return ConditionUpdate(R.METRICS, "True", R.VALID_METRICS, "every autoscaled pool has its metrics")
-    missing = [r for (pool, _), r in readings.items() if pool in failures and r.value is None]
-    reason = R.PROMETHEUS_UNREACHABLE if missing and all(r.unreachable for r in missing) else R.METRICS_MISSING
-    message = "; ".join(f"{pool}: {d.reason}" for pool, d in sorted(failures.items()))
-    return ConditionUpdate(R.METRICS, "False", reason, message)
+    reason = R.PROMETHEUS_UNREACHABLE if all(r.unreachable for r in missing) else R.METRICS_MISSING
+    return ConditionUpdate(R.METRICS, "False", reason, "; ".join(problems))
 
 
 def deletion_costs(pods: Sequence[PodInfo], busy: Mapping[str, float]) -> dict[str, int]:
@@ -97,11 +108,13 @@ def plan_scaling(
         return Scaling(dict(base))
     old = job.status.pools if job.status else {}
     decisions: dict[str, Decision] = {}
+    pool_readings: dict[str, list[Reading]] = {}
     for name, (_, auto) in scaled.items():
         prev = old.get(name, PoolStatus())
         live = [p for p in pods if p.pool == name and not p.deleting and not p.terminal]
         ready = sum(1 for p in live if p.ready)
         metric_readings = [readings.get((name, i), Reading(None, "not queried")) for i in range(len(auto.metrics))]
+        pool_readings[name] = metric_readings
         decisions[name] = decide(
             auto, base[name], ready, metric_readings, prev.recommendations or [], prev.scale_events or [], now,
             previous, pods=len(live),
@@ -115,6 +128,7 @@ def plan_scaling(
     allocation = arbitrate(budget, _fixed_gpus(job, base), claims)
     replicas, updates, events = dict(base), {}, []
     costs: dict[str, int] = {}
+    explained: dict[str, tuple[str, str, float | None]] = {}
     for name, d in decisions.items():
         auto, prev, current = scaled[name][1], old.get(name, PoolStatus()), base[name]
         final = allocation.replicas.get(name, d.replicas)
@@ -123,6 +137,7 @@ def plan_scaling(
         replicas[name] = final
         history = d.recommendations or None
         reason = d.reason + (f"; {allocation.limited[name]}" if name in allocation.limited else "")
+        explained[name] = (code, reason, d.metric)
         if final != current or code != prev.decision or history != prev.recommendations:
             updates[name] = PoolDecision(
                 reason,
@@ -137,5 +152,5 @@ def plan_scaling(
             events.append(Event("Normal", verb, f"{name} {current} -> {final}: {reason}", pool=name))
         if final < current and name in busy:
             costs |= deletion_costs([p for p in pods if p.pool == name], busy[name])
-    conditions = [_metrics_condition({n: d for n, d in decisions.items() if not d.metrics_ok}, readings)]
-    return Scaling(replicas, updates, conditions, events, costs, allocation.limited)
+    conditions = [_metrics_condition(decisions, pool_readings)]
+    return Scaling(replicas, updates, conditions, events, costs, allocation.limited, explained)
