@@ -239,15 +239,16 @@ class Controller:
     ) -> Planned:
         """Plan one job; with `answers` (a full pass) the autoscaler decides and sandbox pods are placed."""
         started = time.perf_counter()
-        got = read(job, answers) if answers is not None else JobReadings()
-        obs = self.observe(key, job, view, got.utilization, got.utilization_error)
-        plan, _ = plan_pass(obs, got if answers is not None else None, now, self.last_full)
+        got = read(job, answers) if answers is not None else None
+        shown = got or JobReadings()
+        obs = self.observe(key, job, view, shown.utilization, shown.utilization_error)
+        plan, _ = plan_pass(obs, got, now, self.last_full)
         for manifest in plan.apply:  # count new pods against their nodes before later jobs plan
             if manifest["kind"] == "Pod":
                 pod = pod_info(manifest)
                 self.expect.creating(key[0], pod)
                 view.pods.append(pod)
-        return Planned(plan, obs, got, time.perf_counter() - started)
+        return Planned(plan, obs, shown, time.perf_counter() - started)
 
     async def commit(
         self, limit: asyncio.Semaphore, key: JobKey, body: Mapping[str, Any], job: RLJob, planned: Planned,

@@ -223,20 +223,19 @@ def rate_limit(
 ) -> tuple[int, str]:
     """convertDesiredReplicasWithBehaviorRate: the rate-limited, clamped count and HPA's reason code;
     without `behavior`, convertDesiredReplicasWithRules: up to max(2 x current, 4) per pass."""
-    if spec.behavior is None:
-        limit = max(LEGACY_UP_FACTOR * current, LEGACY_UP_MINIMUM)
+
+    def capped_up(limit: int) -> tuple[int, str]:
         allowed, code = (
             (limit, R.SCALE_UP_LIMIT) if spec.max_replicas > limit else (spec.max_replicas, R.TOO_MANY_REPLICAS)
         )
+        return (allowed, code) if desired > allowed else (desired, R.DESIRED_WITHIN_RANGE)
+
+    if spec.behavior is None:
         if desired < spec.min_replicas:
             return spec.min_replicas, R.TOO_FEW_REPLICAS
-        return (allowed, code) if desired > allowed else (desired, R.DESIRED_WITHIN_RANGE)
+        return capped_up(max(LEGACY_UP_FACTOR * current, LEGACY_UP_MINIMUM))
     if desired > current:
-        limit = max(rate_bound(current, events, rules(spec, True), now, up=True), current)
-        allowed, code = (
-            (limit, R.SCALE_UP_LIMIT) if spec.max_replicas > limit else (spec.max_replicas, R.TOO_MANY_REPLICAS)
-        )
-        return (allowed, code) if desired > allowed else (desired, R.DESIRED_WITHIN_RANGE)
+        return capped_up(max(rate_bound(current, events, rules(spec, True), now, up=True), current))
     if desired < current:
         limit = min(rate_bound(current, events, rules(spec, False), now, up=False), current)
         allowed, code = (
