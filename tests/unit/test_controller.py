@@ -226,6 +226,15 @@ def test_expectations_add_created_pods_and_mark_removed_ones_until_the_watch_lag
     assert {p.name: p.deleting for p in expect.pods(seen, job=KEY)} == {"a": False, "b": False}
 
 
+def test_a_new_pod_that_takes_a_removed_pods_name_is_not_terminating() -> None:
+    """A StatefulSet recreates a deleted rank under the same name at once: only the old uid is gone."""
+    expect = Expectations(clock=Clock())
+    expect.removed("ns", "t-0", uid="old")
+    old, new = pod("t-0", namespace="ns", uid="old"), pod("t-0", namespace="ns", uid="new")
+    assert [p.deleting for p in expect.pods([old])] == [True]
+    assert [p.deleting for p in expect.pods([new])] == [False]
+
+
 @pytest.mark.parametrize("ok", [True, False])
 def test_expectations_of_a_pod_create(ok: bool) -> None:
     expect = Expectations(clock=Clock())

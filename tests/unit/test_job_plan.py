@@ -21,15 +21,33 @@ def _settled(j, pods):  # type: ignore[no-untyped-def]
     return first, children
 
 
-def test_first_plan_creates_everything_and_releases_the_gang() -> None:
+def test_first_plan_creates_everything_and_the_next_releases_the_gang() -> None:
     j = job()
     pods = [pod(f"j-trainer-{i}", gpus=4, gated=True, pool="trainer") for i in range(2)]
-    plan, _ = _settled(j, pods)
+    plan, children = _settled(j, pods)
     assert {m["kind"] for m in plan.apply} == {"StatefulSet", "Service", "Deployment"}
-    assert plan.release == ["j-trainer-0", "j-trainer-1"]
-    reasons = [e.reason for e in plan.events]
-    assert reasons.count("Created") == 4 and "GangReleased" in reasons
+    assert plan.release == []  # the StatefulSet is only being created
+    assert [e.reason for e in plan.events].count("Created") == 4
     assert plan.status.phase == "Pending"
+    j = j.model_copy(update={"status": plan.status})
+    again = plan_job(JobObservation(j, children=children, nodes=NODES, pods=pods, bound_pods=pods), NOW)
+    assert again.release == ["j-trainer-0", "j-trainer-1"]
+    assert "GangReleased" in [e.reason for e in again.events]
+
+
+def test_no_gated_trainer_is_released_while_its_statefulset_is_rewritten() -> None:
+    """A smaller gang rewrites the StatefulSet (world size in the template): releasing the old ranks
+    would start a gang that the new revision restarts at once."""
+    j = job()
+    pods = [pod(f"j-trainer-{i}", gpus=4, gated=True, pool="trainer") for i in range(2)]
+    _, children = _settled(j, pods)
+    smaller = j.model_copy(deep=True)
+    smaller.spec.pools.trainer.replicas = 1  # type: ignore[union-attr]
+    plan = plan_job(JobObservation(smaller, children=children, nodes=NODES, pods=pods, bound_pods=pods), NOW)
+    assert ("StatefulSet", "j-trainer") in {(m["kind"], m["metadata"]["name"]) for m in plan.apply}
+    assert plan.release == []
+    gang = next(c for c in plan.status.conditions if c.type == "GangScheduled")
+    assert gang.reason == "Updating"
 
 
 def test_steady_state_plans_no_writes_and_no_events() -> None:
@@ -64,10 +82,11 @@ def test_transition_time_moves_only_on_flips_and_events_fire_once() -> None:
     j = job(trainer={"replicas": 3, "template": {"spec": {"containers": [
         {"name": "t", "image": "i", "resources": {"limits": {"nvidia.com/gpu": 4}}}]}}})  # fmt: skip
     pods = [pod(f"j-trainer-{i}", gpus=4, gated=True, pool="trainer") for i in range(3)]
-    first = plan_job(JobObservation(j, nodes=NODES, pods=pods), NOW)
+    _, children = _settled(j, pods)
+    first = plan_job(JobObservation(j, children=children, nodes=NODES, pods=pods), NOW)
     assert [e.reason for e in first.events if e.type == "Warning"] == ["InsufficientCapacity"]
     j2 = j.model_copy(update={"status": first.status})
-    second = plan_job(JobObservation(j2, nodes=NODES, pods=pods), NOW + timedelta(minutes=5))
+    second = plan_job(JobObservation(j2, children=children, nodes=NODES, pods=pods), NOW + timedelta(minutes=5))
     assert not [e for e in second.events if e.type == "Warning"]
     gang = next(c for c in second.status.conditions if c.type == "GangScheduled")
     assert gang.last_transition_time == NOW

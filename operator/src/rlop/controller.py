@@ -339,12 +339,13 @@ class Controller:
         for kind, name in plan.delete:
             await attempt((kind, name), "delete", self.kube.delete(kind, ns, name))
 
+        uids = {p.name: p.uid for p in obs.pods}
         for pod, _ in plan.delete_pods:
             if await attempt((DELETE_POD, pod), "delete-pod", self.kube.delete("Pod", ns, pod)):
-                self.expect.removed(ns, pod)
+                self.expect.removed(ns, pod, uids.get(pod, ""))
         for pod, _ in plan.evict:  # refused with 429 (a PodDisruptionBudget says not now): tried next interval
             if await attempt((EVICT, pod), "evict", self.kube.evict(ns, pod)):
-                self.expect.removed(ns, pod)
+                self.expect.removed(ns, pod, uids.get(pod, ""))
         for pod in plan.release:
             await attempt((RELEASE, pod), "release", self.kube.remove_scheduling_gate(ns, pod, GANG_GATE))
         return errors, done, corrected

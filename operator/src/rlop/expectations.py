@@ -35,7 +35,7 @@ class Expectations:
         self._status: dict[JobKey, tuple[str | None, RLJobStatus]] = {}
         self._applied: dict[JobKey, dict[ChildKey, Applied]] = {}
         self._created: dict[PodKey, tuple[PodInfo, float]] = {}
-        self._removed: dict[PodKey, float] = {}
+        self._removed: dict[PodKey, tuple[str, float]] = {}  # -> (uid, when)
         self._refused: dict[JobKey, list[Refusal]] = {}
 
     def forget_job(self, key: JobKey) -> None:
@@ -80,9 +80,10 @@ class Expectations:
         else:
             self._created.pop((namespace, name), None)  # a refused pod does not exist
 
-    def removed(self, namespace: str, name: str) -> None:
-        """A pod deleted or evicted: terminating from now on, whatever the watch still shows."""
-        self._removed[(namespace, name)] = self.clock()
+    def removed(self, namespace: str, name: str, uid: str = "") -> None:
+        """A pod deleted or evicted: terminating from now on, whatever the watch still shows (a new pod
+        that takes its name, as a StatefulSet's does, is not: its uid differs)."""
+        self._removed[(namespace, name)] = (uid, self.clock())
         self._created.pop((namespace, name), None)
 
     def pods(self, watched: Sequence[PodInfo], job: JobKey | None = None) -> list[PodInfo]:
@@ -90,9 +91,14 @@ class Expectations:
         (with `job`, only the pods created for that job are added)."""
         now = self.clock()
         self._created = {k: v for k, v in self._created.items() if now - v[1] < WATCH_LAG}
-        self._removed = {k: t for k, t in self._removed.items() if now - t < WATCH_LAG}
+        self._removed = {k: v for k, v in self._removed.items() if now - v[1] < WATCH_LAG}
+
+        def gone(p: PodInfo) -> bool:
+            uid, _ = self._removed.get((p.namespace, p.name), (None, 0.0))
+            return uid is not None and (not uid or not p.uid or uid == p.uid)
+
         seen = {(p.namespace, p.name) for p in watched}
-        out = [replace(p, deleting=True) if (p.namespace, p.name) in self._removed else p for p in watched]
+        out = [replace(p, deleting=True) if gone(p) else p for p in watched]
         for (ns, name), (pod, _) in self._created.items():
             if (ns, name) not in seen and (ns, name) not in self._removed and (job is None or (ns, pod.job) == job):
                 out.append(pod)

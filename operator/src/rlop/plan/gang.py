@@ -34,13 +34,16 @@ def plan_gang(
     statefulset: ChildInfo | None,
     nodes: Sequence[NodeInfo],
     bound_pods: Iterable[PodInfo],
+    updating: bool = False,
 ) -> GangDecision:
-    """Decide what to do with the trainer pods of one job."""
+    """Decide what to do with the trainer pods of one job; `updating`: rlop is changing the trainer
+    StatefulSet this pass, so its pods may be about to restart and none is released yet."""
     # a rank beyond the world size (someone scaled the StatefulSet by hand) is never part of the gang
     live = [p for p in pods if not p.deleting and not p.terminal and (p.index is None or p.index < replicas)]
     if replicas == 0:
         return GangDecision(False, R.GANG_SUSPENDED, "trainer pool has 0 replicas")
-    revision = statefulset.update_revision if statefulset and statefulset.up_to_date else None
+    settled = statefulset is not None and statefulset.up_to_date and not updating
+    revision = statefulset.update_revision if settled and statefulset else None
     stale = [p for p in live if revision and p.revision and p.revision != revision]
     if stale:
         names = sorted(p.name for p in live)
@@ -61,6 +64,8 @@ def plan_gang(
             why = next((p.unschedulable for p in unbound if p.unschedulable), "waiting for the scheduler")
             return GangDecision(False, R.UNSCHEDULABLE, f"{len(unbound)} trainer pods not placed: {why}")
         return GangDecision(True, R.SCHEDULED, f"all {len(live)} trainer pods placed")
+    if not settled:
+        return GangDecision(False, R.UPDATING, "waiting for the trainer StatefulSet to take its new spec")
     priority = min(p.priority for p in gated)
     free = free_capacity(nodes, bound_pods, min_priority=priority)
     placement, unplaced = place_all(gated, nodes, free)

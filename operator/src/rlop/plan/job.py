@@ -135,8 +135,9 @@ def plan_job(obs: JobObservation, now: datetime, scaling: Scaling | None = None)
     events += scaling.events
 
     trainer = [p for p in obs.pods if p.pool == "trainer"]
-    sts = obs.children.get(("StatefulSet", child_name(name, "trainer")))
-    gang = plan_gang(replicas["trainer"], trainer, sts, obs.nodes, obs.bound_pods)
+    sts_key = ("StatefulSet", child_name(name, "trainer"))
+    updating = any((m["kind"], m["metadata"]["name"]) == sts_key for m in writes) and sts_key not in drift
+    gang = plan_gang(replicas["trainer"], trainer, obs.children.get(sts_key), obs.nodes, obs.bound_pods, updating)
     if gang.release:
         spots = Counter(gang.placement.values())
         fit = ", ".join(f"{node} x{count}" for node, count in sorted(spots.items()))

@@ -36,6 +36,7 @@ class NodeInfo:
 class PodInfo:
     name: str
     namespace: str = "default"
+    uid: str = ""
     node: str | None = None
     requests: Resources = field(default_factory=dict)
     phase: str = "Pending"
@@ -115,6 +116,7 @@ def pod_info(body: Raw) -> PodInfo:
     return PodInfo(
         name=meta.get("name", ""),
         namespace=meta.get("namespace", "default"),
+        uid=meta.get("uid", ""),
         node=spec.get("nodeName") or None,
         requests=pod_requests(spec),
         phase=status.get("phase", "Pending"),
