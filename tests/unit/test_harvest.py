@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from datetime import UTC, datetime
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rlop.api.models import Placement
-from rlop.plan.harvest import node_rooms, plan_harvest
+from rlop.plan.harvest import HarvestPlan, SandboxDemand, node_rooms, plan_harvest
 from rlop.plan.observed import NodeInfo, PodInfo
 
 from .builders import node, pod
@@ -23,9 +24,13 @@ def sandbox(name: str, on: str, created: str = "2026-01-01T00:00:00Z", job: str 
     return PodInfo(name=name, node=on, requests=REQ, harvest=True, pool="sandbox", job=job, created=created)
 
 
-def plan(wanted: int, nodes: list[NodeInfo], util: dict[str, float], bound: list[PodInfo], own: list[PodInfo],
-         placement: Placement = PLACEMENT):  # type: ignore[no-untyped-def]  # fmt: skip
-    return plan_harvest("j", wanted, TEMPLATE, placement, nodes, util, bound, own)
+NOW = datetime(2026, 12, 1, tzinfo=UTC)
+
+
+def plan(wanted: int, nodes: list[NodeInfo], util: dict[str, float] | None, bound: list[PodInfo],
+         own: list[PodInfo], placement: Placement = PLACEMENT, floor: int = 0) -> HarvestPlan:  # fmt: skip
+    demand = SandboxDemand(("default", "j"), wanted, floor, TEMPLATE, placement, util, own)
+    return plan_harvest([demand], nodes, bound, NOW)[("default", "j")]
 
 
 @pytest.mark.parametrize(
@@ -41,7 +46,7 @@ def plan(wanted: int, nodes: list[NodeInfo], util: dict[str, float], bound: list
 def test_node_room(util: float, others_cpu: float, own: int, place: float, ceiling: float) -> None:
     pods = [pod("other", node="n", cpu=others_cpu)] if others_cpu else []
     pods += [sandbox(f"s{i}", "n") for i in range(own)]
-    room = node_rooms([node("n", cpu=16)], {"n": util}, pods, PLACEMENT)["n"]
+    room = node_rooms([node("n", cpu=16)], {"n": util}, pods, PLACEMENT, NOW)["n"]
     assert room.place == pytest.approx(place)
     assert room.ceiling == pytest.approx(ceiling)
     assert room.harvest == own
@@ -50,7 +55,7 @@ def test_node_room(util: float, others_cpu: float, own: int, place: float, ceili
 def test_reserve_and_selector() -> None:
     nodes = [node("a", cpu=16, labels={"pool": "cpu"}), node("b", cpu=16)]
     p = Placement(node_selector={"pool": "cpu"}, reserved_cpu="500m", hysteresis=0.1, max_node_utilization=0.7)
-    rooms = node_rooms(nodes, {"a": 0.0, "b": 0.0}, [], p)
+    rooms = node_rooms(nodes, {"a": 0.0, "b": 0.0}, [], p, NOW)
     assert set(rooms) == {"a"} and rooms["a"].place == pytest.approx(9.1)
 
 
@@ -63,9 +68,19 @@ def test_lands_only_on_idle_nodes_and_packs_before_spreading() -> None:
     assert where.count(where[0]) == 4  # 0.6 x 8 = 4.8 -> 4 pods on the first node before the next
 
 
-def test_no_utilization_data_means_not_harvestable() -> None:
-    out = plan(3, [node("a", cpu=16)], {}, [], [])
+def test_a_node_without_utilization_data_is_not_harvestable() -> None:
+    out = plan(3, [node("a", cpu=16), node("b", cpu=16)], {"b": 0.9}, [], [])
     assert out.create == [] and out.placed == 0 and "0 of 3" in out.message
+
+
+@pytest.mark.parametrize("util", [None, {}])
+def test_no_utilization_data_at_all_places_the_floor_by_requests_alone(util: dict[str, float] | None) -> None:
+    """As kube-scheduler would: by free requests (minus the reserve), never more than the floor."""
+    busy = pod("tenant", node="a", cpu=7)
+    out = plan(5, [node("a", cpu=8), node("b", cpu=2)], util, [busy], [], floor=3)
+    assert sorted(n for _, n in out.create) == ["a", "b", "b"]  # a has 1 core free, b 2
+    assert out.no_data and out.placed == 3 and "CPU utilization unknown" in out.message
+    assert out.evict == []
 
 
 def test_short_capacity_places_what_fits_and_says_how_many_are_missing() -> None:
@@ -126,10 +141,11 @@ def test_packing_never_overfills_never_duplicates_and_beats_first_fit(spec, want
     util = {f"n{i}": u for i, (_, u, _) in enumerate(spec)}
     bound = [pod(f"o{i}", node=f"n{i}", cpu=min(r, c)) for i, (c, _, r) in enumerate(spec)]
     req = {"cpu": cpu, "memory": 2**28, "pods": 1.0}
-    out = plan_harvest("j", wanted, PodInfo(name="t", requests=req), PLACEMENT, nodes, util, bound, [])
+    demand = SandboxDemand(("default", "j"), wanted, 0, PodInfo(name="t", requests=req), PLACEMENT, util, [])
+    out = plan_harvest([demand], nodes, bound, NOW)[("default", "j")]
     names = [p for p, _ in out.create]
     assert len(names) == len(set(names))  # no pod placed twice
-    rooms = node_rooms(nodes, util, bound, PLACEMENT)
+    rooms = node_rooms(nodes, util, bound, PLACEMENT, NOW)
     for n, room in rooms.items():
         added = sum(cpu for _, where in out.create if where == n)
         assert added <= max(room.room, 0) + 1e-6  # never past maxNodeUtilization - hysteresis or requests

@@ -25,6 +25,7 @@ from rlop.config import Config
 from rlop.expectations import Expectations, JobKey, Refusal
 from rlop.kube.client import KubeError
 from rlop.kube.lease import Lease
+from rlop.plan.harvest import Departed, departures
 from rlop.plan.job import JobObservation, JobPlan, owned, plan_pass, with_apply_errors
 from rlop.plan.observed import ChildInfo, NodeInfo, PodInfo, controller_owner, owned_by, pod_info, version
 from rlop.plan.readings import Answer, JobReadings, QueryKey, queries, read
@@ -71,8 +72,7 @@ class Planned:
 
 @dataclass
 class ClusterView:
-    """Nodes and every placed pod, once per pass; plans add the pods they will create, so later jobs in the
-    pass count them."""
+    """Nodes and every placed pod, once per pass (with the pods rlop created that the watch has not shown)."""
 
     nodes: list[NodeInfo] = field(default_factory=list)
     pods: list[PodInfo] = field(default_factory=list)
@@ -87,6 +87,8 @@ class Controller:
         self.leading = lease is None
         self.expect = Expectations()
         self.last_full: datetime | None = None  # when this replica's previous full pass decided
+        self.harvested: list[PodInfo] = []  # the harvest pods the previous full pass saw
+        self.departed: list[Departed] = []  # harvest pods gone lately (their load fades from the utilization)
         self.indexes: Mapping[str, Any] | None = None
         self.dirty: set[JobKey] = set()
         self.wake = asyncio.Event()
@@ -129,7 +131,7 @@ class Controller:
         if leading != self.leading:
             self.leading = leading
             self.expect.clear()
-            self.last_full = None
+            self.last_full, self.harvested, self.departed = None, [], []
             if leading:
                 self.dirty |= set(self.jobs())
         return leading
@@ -148,7 +150,11 @@ class Controller:
         now = datetime.now(UTC).replace(microsecond=0)
         limit = asyncio.Semaphore(self.cfg.concurrency)
         view = await self.cluster_view(jobs)
+        if full:
+            current = [p for p in view.pods if p.harvest]
+            self.departed, self.harvested = departures(self.harvested, current, self.departed, now), current
         work = []
+        inputs: dict[JobKey, tuple[Mapping[str, Any], RLJob, JobObservation, JobReadings | None]] = {}
         for key, loaded in jobs.items():
             if loaded is None:
                 continue
@@ -157,12 +163,24 @@ class Controller:
                 work.append(self.report_invalid(body, job, now))
                 continue
             try:
-                planned = self.plan(key, job, None if answers is None else answers.get(key, {}), now, view)
+                got = read(job, answers.get(key, {})) if answers is not None else None
             except Exception as exc:  # one job's failure must not stop the others
-                log.exception("Planning RLJob %s/%s failed", *key)
-                metrics.RECONCILE_ERRORS.inc()
-                work.append(self.report_problem(body, R.PLANNING_FAILED, f"{type(exc).__name__}: {exc}", now))
+                work.append(self.planning_failed(key, body, exc, now))
                 continue
+            shown = got or JobReadings()
+            inputs[key] = (body, job, self.observe(key, job, view, shown.utilization, shown.utilization_error), got)
+        started = time.perf_counter()
+        plans, failed = plan_pass([(obs, got) for _, _, obs, got in inputs.values()], now, self.last_full)
+        seconds = (time.perf_counter() - started) / max(1, len(inputs))
+        for key, (body, job, obs, got) in inputs.items():
+            if key in failed:
+                work.append(self.planning_failed(key, body, failed[key], now))
+                continue
+            plan, _ = plans[key]
+            for manifest in plan.apply:  # counted from now on, until the watch shows them
+                if manifest["kind"] == "Pod":
+                    self.expect.creating(key[0], pod_info(manifest))
+            planned = Planned(plan, obs, got or JobReadings(), seconds)
             work.append(self.commit(limit, key, body, job, planned, now, full))
         if full:
             self.last_full = now
@@ -202,7 +220,7 @@ class Controller:
         return out
 
     async def cluster_view(self, jobs: Mapping[JobKey, Any]) -> ClusterView:
-        """Nodes and every placed pod, once per pass (plans append the pods they will create).
+        """Nodes and every placed pod, once per pass.
 
         Watching only some namespaces, the pod watch misses the rest of the cluster: before a gang may be
         released, every bound pod is listed once, so the capacity check counts them all.
@@ -227,28 +245,12 @@ class Controller:
         children, pods = owned(job, labelled, list(idx["job_pods"].get(key, [])))
         written = self.expect.versions(key, children)
         pods = self.expect.pods(pods, job=key)
-        return JobObservation(job, children, pods, view.nodes, view.pods, utilization, problem, written)
+        return JobObservation(job, children, pods, view.nodes, view.pods, utilization, problem, written, self.departed)
 
-    def plan(
-        self,
-        key: JobKey,
-        job: RLJob,
-        answers: Mapping[QueryKey, Answer] | None,
-        now: datetime,
-        view: ClusterView,
-    ) -> Planned:
-        """Plan one job; with `answers` (a full pass) the autoscaler decides and sandbox pods are placed."""
-        started = time.perf_counter()
-        got = read(job, answers) if answers is not None else None
-        shown = got or JobReadings()
-        obs = self.observe(key, job, view, shown.utilization, shown.utilization_error)
-        plan, _ = plan_pass(obs, got, now, self.last_full)
-        for manifest in plan.apply:  # count new pods against their nodes before later jobs plan
-            if manifest["kind"] == "Pod":
-                pod = pod_info(manifest)
-                self.expect.creating(key[0], pod)
-                view.pods.append(pod)
-        return Planned(plan, obs, shown, time.perf_counter() - started)
+    async def planning_failed(self, key: JobKey, body: Mapping[str, Any], exc: Exception, now: datetime) -> None:
+        log.error("Planning RLJob %s/%s failed", *key, exc_info=exc)
+        metrics.RECONCILE_ERRORS.inc()
+        await self.report_problem(body, R.PLANNING_FAILED, f"{type(exc).__name__}: {exc}", now)
 
     async def commit(
         self, limit: asyncio.Semaphore, key: JobKey, body: Mapping[str, Any], job: RLJob, planned: Planned,

@@ -15,6 +15,7 @@ functions a pass uses (`plan.readings.read`, `plan.job.plan_pass`). Inputs (JSON
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -185,7 +186,10 @@ def what_if(
     readings = read(job, answers)
     obs = JobObservation(job=job, pods=observed + sandbox, nodes=node_infos, bound_pods=bound,
                          utilization=readings.utilization)  # fmt: skip
-    plan, scaling = plan_pass(obs, readings, now, previous)
+    plans, failed = plan_pass([(obs, readings)], now, previous)
+    for exc in failed.values():
+        raise exc
+    plan, scaling = next(iter(plans.values()))
     out: dict[str, Any] = {"now": now.isoformat().replace("+00:00", "Z"), "pools": {}}
     for name, status in plan.status.pools.items():
         pool: dict[str, Any] = {"current": base[name], "desired": status.desired}
@@ -198,7 +202,7 @@ def what_if(
         if c.type in (R.METRICS, R.CAPACITY)
     ]
     if nodes is not None:
-        _placement(out, job, plan, sandbox, node_infos, utilization, bound)
+        _placement(out, job, plan, sandbox, node_infos, readings.utilization, bound, now)
     out["state"] = plan.status.model_dump(mode="json", exclude_none=True)
     return out
 
@@ -223,7 +227,7 @@ def _pods(job: RLJob, base: Mapping[str, int], given: Mapping[str, Mapping[str, 
 
 def _placement(
     out: dict[str, Any], job: RLJob, plan: JobPlan, sandbox: Sequence[PodInfo], nodes: Sequence[NodeInfo],
-    utilization: Mapping[str, float], bound: Sequence[PodInfo],
+    utilization: Mapping[str, float] | None, bound: Sequence[PodInfo], now: datetime,
 ) -> None:  # fmt: skip
     gone = {p for p, _ in plan.delete_pods} | {p for p, _ in plan.evict}
     placement: dict[str, list[str]] = {n.name: [] for n in nodes}
@@ -239,9 +243,9 @@ def _placement(
     out["deletions"] = [{"pod": p, "reason": why} for p, why in plan.delete_pods]
     sandbox_spec = job.spec.pools.sandbox
     if sandbox_spec is not None and harvests(job):
-        rooms = node_rooms(nodes, utilization, bound, sandbox_spec.placement)
+        rooms = node_rooms(nodes, utilization, bound, sandbox_spec.placement, now)
         out["rooms"] = {
             name: {"harvestCores": round(r.harvest, 3), "placeCores": round(r.place, 3),
-                   "ceilingCores": round(r.ceiling, 3)}
+                   "ceilingCores": round(r.ceiling, 3) if math.isfinite(r.ceiling) else None}
             for name, r in rooms.items()
         }  # fmt: skip

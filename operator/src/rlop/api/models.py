@@ -380,6 +380,13 @@ class Placement(ApiModel):
         description="CPU left free on every node.",
         json_schema_extra=_cel((_IS_QUANTITY, _QUANTITY_MESSAGE)),
     )
+    utilization_lag_seconds: int = Field(
+        default=75,
+        ge=0,
+        le=3600,
+        description="How long a new pod's CPU takes to show fully in utilizationQuery (its rate window plus a "
+        "scrape interval); until then rlop counts the part not yet measured at the pod's requests.",
+    )
     priority_class_name: str = Field(default=HARVEST_PRIORITY_CLASS_NAME, min_length=1, max_length=253)
     utilization_query: str = _query(
         "PromQL: one series per node (label `node`), CPU utilization in [0, 1].", default=DEFAULT_UTILIZATION_QUERY

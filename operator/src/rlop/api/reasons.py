@@ -40,6 +40,7 @@ PROMETHEUS_UNREACHABLE = "PrometheusUnreachable"
 WITHIN_CAPACITY = "WithinCapacity"
 GPU_BUDGET = "GPUBudget"
 NO_IDLE_CPU = "NoIdleCPU"
+UTILIZATION_UNKNOWN = "UtilizationUnknown"  # no CPU utilization data: sandbox pods placed by requests
 
 # a pool's status.pools.<p>.decision: HPA's reason codes (horizontal.go), plus MetricsUnavailable and GPUBudget
 DESIRED_WITHIN_RANGE = "DesiredWithinRange"
@@ -66,7 +67,7 @@ SANDBOX_EVICTED = "SandboxEvicted"
 # condition reasons that are worth a Warning even on a job's first pass
 PROBLEMS = (
     INSUFFICIENT_CAPACITY, UNSCHEDULABLE, APPLY_FAILED, PROMETHEUS_UNREACHABLE, METRICS_MISSING, GPU_BUDGET,
-    NO_IDLE_CPU, GPU_BUDGET + "And" + NO_IDLE_CPU,
+    NO_IDLE_CPU, GPU_BUDGET + "And" + NO_IDLE_CPU, UTILIZATION_UNKNOWN, GPU_BUDGET + "And" + UTILIZATION_UNKNOWN,
 )  # fmt: skip
 # condition reasons an event of their own already explains
 EXPLAINED = (RELEASED, RESTARTING, APPLIED)

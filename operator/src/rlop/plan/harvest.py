@@ -1,26 +1,39 @@
-"""Sandbox pods on idle CPU (pure): harvestable capacity, packing, eviction.
+"""Sandbox pods on idle CPU (pure): harvestable capacity, eviction and packing, for every job of a pass.
 
 Model, per candidate node (Ready, matching the pool's nodeSelector; cordoned nodes keep their pods but get
-no new ones). Harvest pods are assumed to use what they request; the rest of the measured utilization
-belongs to the node's other workloads:
+no new ones). Harvest pods are assumed to use what they request. The utilization is a rate over a window
+(`utilizationLagSeconds`, the window plus a scrape): a pod's load enters it gradually after the pod starts
+and leaves it gradually after the pod is gone. What of the harvest pods it shows is subtracted; the rest
+of the measured load belongs to the node's other workloads:
 
-    harvest  = CPU requested by all harvest pods on the node (every RLJob)
-    other    = max(0, utilization * allocatable - harvest)                 cores used by everything else
+    seen     = sum over harvest pods on the node (every RLJob; terminating ones, and ones gone lately) of
+               requested CPU * (share of the last utilizationLagSeconds the pod ran)
+    other    = max(0, utilization * allocatable - seen)          cores used by everything else
+    harvest  = CPU requested by the live (not terminating) harvest pods on the node
     place    = min(allocatable - requests of non-harvest pods,
-                   (maxNodeUtilization - hysteresis) * allocatable - other) - reserve
+                   (maxNodeUtilization - hysteresis) * allocatable - other) - reservedCPU
     ceiling  = maxNodeUtilization * allocatable - other
 
-New pods go where `harvest + new <= place`; when `harvest > ceiling` the node is busy and just enough
-sandbox pods are evicted to bring `harvest` back under `place`. The gap between the two thresholds is the
-hysteresis that keeps a node from flapping. A node without utilization data is not harvestable, and its
-pods are left alone (no data never evicts).
+New pods go where `harvest + new <= place` (and the scheduler's free resources hold them); when
+`harvest > ceiling` the node is busy and just enough sandbox pods (youngest first, of the jobs whose ceiling
+is crossed) are evicted to bring `harvest` back under `place`. Terminating pods are not harvest any more, so
+they are never evicted twice. The gap between the two thresholds keeps a node from flapping.
+
+All jobs' pending pods are packed together: the most pods placed first, then the fewest nodes hosting
+sandbox pods. One job's identical pods are packed exactly by a greedy rule; several jobs exactly by a
+dynamic program over the nodes while its state space is small (`EXACT_STATES`), greedily beyond that.
+
+A node without utilization data is not harvestable and its pods are left alone (no data never evicts).
+With no data on any node, a job places up to `floor` pods by requests alone, as kube-scheduler would.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 
 from rlop.api.models import Placement
 from rlop.plan.capacity import feasible
@@ -28,82 +41,131 @@ from rlop.plan.observed import NodeInfo, PodInfo
 from rlop.plan.quantity import Resources, parse_quantity
 
 EPS = 1e-9
+EXACT_STATES = 20_000  # joint packing is exact while (pending pods + 1) multiplied over jobs stays below
+JobKey = tuple[str, str]  # (namespace, name)
 
 
 @dataclass(frozen=True)
 class NodeRoom:
-    """What one node offers harvest pods (cores) and what it can still fit (all resources)."""
+    """What one node offers one job's harvest pods (cores) and what it can still fit (all resources)."""
 
     name: str
     place: float  # cores all harvest pods together may request (target)
     ceiling: float  # above this many harvest cores, evict
-    harvest: float  # cores requested by harvest pods now
+    harvest: float  # cores requested by live harvest pods now
     free: Resources  # allocatable minus every pod's requests (scheduler view)
     hosts_harvest: bool
-    load: float  # utilization with harvest pods counted at their requests
+    load: float  # estimated utilization with live harvest pods counted at their requests
 
     @property
     def room(self) -> float:
         return self.place - self.harvest
 
 
+MAX_LAG = 3600.0  # the largest utilizationLagSeconds: departures older than this are forgotten
+
+
+@dataclass(frozen=True)
+class Departed:
+    """A harvest pod that is gone but whose load may still show in the utilization (a rate window)."""
+
+    node: str
+    cpu: float
+    started: datetime
+    gone: datetime
+
+
+def _created(pod: PodInfo, now: datetime) -> datetime:
+    """When the pod was created; a pod not yet seen by the API server is brand new."""
+    return datetime.fromisoformat(pod.created.replace("Z", "+00:00")) if pod.created else now
+
+
+def seen_share(cpu: float, started: datetime, gone: datetime, now: datetime, lag: float) -> float:
+    """The part of a harvest pod's CPU the utilization shows now: the share of the last `lag` seconds it
+    ran (a pod that started 30 s ago is half inside a 60 s rate window; one gone 30 s ago, half still)."""
+    if lag <= 0:
+        return cpu if gone >= now else 0.0
+    ran = (min(gone, now) - max(started, now - timedelta(seconds=lag))).total_seconds()
+    return cpu * max(0.0, min(1.0, ran / lag))
+
+
+def departures(
+    before: Iterable[PodInfo], after: Iterable[PodInfo], departed: Sequence[Departed], now: datetime
+) -> list[Departed]:
+    """Harvest pods seen `before` (the previous pass) but not `after` (this one) are gone as of now; the
+    earlier departures are kept while a rate window may still show them."""
+    present = {(p.namespace, p.name) for p in after}
+    gone = [
+        Departed(p.on, p.requests.get("cpu", 0.0), _created(p, now), now)
+        for p in before
+        if p.harvest and p.on and (p.namespace, p.name) not in present
+    ]
+    return [d for d in departed if (now - d.gone).total_seconds() < MAX_LAG] + gone
+
+
 def node_rooms(
     nodes: Iterable[NodeInfo],
-    utilization: Mapping[str, float],
+    utilization: Mapping[str, float] | None,
     pods: Iterable[PodInfo],
     placement: Placement,
+    now: datetime,
+    departed: Sequence[Departed] = (),
 ) -> dict[str, NodeRoom]:
-    """Rooms of the candidate nodes (those with utilization data and matching the nodeSelector)."""
+    """Rooms of the candidate nodes (matching the nodeSelector and with utilization data; with no data at
+    all, every matching node by requests alone and nothing is ever busy)."""
     selector = placement.node_selector or {}
     reserve = parse_quantity(placement.reserved_cpu)
+    lag = float(placement.utilization_lag_seconds)
     by_node: dict[str, list[PodInfo]] = {}
     for pod in pods:
         if pod.on and not pod.terminal:
             by_node.setdefault(pod.on, []).append(pod)
     out = {}
     for node in nodes:
-        if node.name not in utilization or any(node.labels.get(k) != v for k, v in selector.items()):
+        if any(node.labels.get(k) != v for k, v in selector.items()):
+            continue
+        if utilization and node.name not in utilization:
             continue
         alloc = node.allocatable.get("cpu", 0.0)
         here = by_node.get(node.name, [])
-        harvest = sum(p.requests.get("cpu", 0.0) for p in here if p.harvest)
+        harvest = sum(p.requests.get("cpu", 0.0) for p in here if p.harvest and not p.deleting)
         others = sum(p.requests.get("cpu", 0.0) for p in here if not p.harvest)
-        busy = max(0.0, min(1.0, utilization[node.name]) * alloc - harvest)
-        place = min(alloc - others, (placement.max_node_utilization - placement.hysteresis) * alloc - busy) - reserve
         free = dict(node.allocatable)
         for p in here:
             for k, v in p.requests.items():
                 free[k] = free.get(k, 0.0) - v
+        if not utilization:  # by requests alone, as kube-scheduler would
+            room = NodeRoom(node.name, harvest + free.get("cpu", 0.0) - reserve, math.inf, harvest, free,
+                            harvest > 0, (alloc - free.get("cpu", 0.0)) / alloc if alloc else 1.0)  # fmt: skip
+            out[node.name] = room
+            continue
+        seen = sum(seen_share(p.requests.get("cpu", 0.0), _created(p, now), now, now, lag) for p in here if p.harvest)
+        seen += sum(seen_share(d.cpu, d.started, d.gone, now, lag) for d in departed if d.node == node.name)
+        other = max(0.0, min(1.0, utilization[node.name]) * alloc - seen)
+        place = min(alloc - others, (placement.max_node_utilization - placement.hysteresis) * alloc - other) - reserve
         out[node.name] = NodeRoom(
             name=node.name,
             place=place,
-            ceiling=placement.max_node_utilization * alloc - busy,
+            ceiling=placement.max_node_utilization * alloc - other,
             harvest=harvest,
             free=free,
             hosts_harvest=harvest > 0,
-            load=(busy + harvest) / alloc if alloc else 1.0,
+            load=(other + harvest) / alloc if alloc else 1.0,
         )
     return out
 
 
-def fits_count(room: NodeRoom, request: Resources) -> int:
-    """How many more pods of `request` the node takes: its idle room and its scheduler-visible free space."""
-    limits = [(room.room + EPS) / request["cpu"]] if request.get("cpu", 0.0) > 0 else []
-    limits += [(room.free.get(k, 0.0) + EPS) / v for k, v in request.items() if v > 0]
-    return max(0, math.floor(min(limits))) if limits else 0
+@dataclass(frozen=True)
+class SandboxDemand:
+    """One job's sandbox pool in a pass: how many pods it wants and where they may go."""
 
-
-def pack(count: int, request: Resources, rooms: Mapping[str, NodeRoom], open_nodes: set[str]) -> list[str]:
-    """Nodes for `count` identical pods: nodes already hosting harvest pods first, then the roomiest ones,
-    each filled before the next. For identical pods this touches the fewest nodes (fewer than best fit,
-    which fills the tightest rooms first), so whole nodes stay free for their owners."""
-    order = sorted(open_nodes, key=lambda n: (not rooms[n].hosts_harvest, -rooms[n].room, n))
-    out: list[str] = []
-    for name in order:
-        if len(out) >= count:
-            break
-        out += [name] * min(count - len(out), fits_count(rooms[name], request))
-    return out
+    key: JobKey
+    wanted: int
+    floor: int  # placed by requests alone when there is no utilization data at all
+    template: PodInfo  # the pod to place: its requests, nodeSelector and tolerations
+    placement: Placement
+    utilization: Mapping[str, float] | None  # node -> CPU utilization; None or empty: no data
+    own: Sequence[PodInfo]  # this pool's harvest pods, in any state
 
 
 @dataclass(frozen=True)
@@ -113,6 +175,7 @@ class HarvestPlan:
     evict: list[tuple[str, str]] = field(default_factory=list)  # (pod, why): busy nodes
     wanted: int = 0
     placed: int = 0  # live pods after this plan
+    no_data: bool = False  # no utilization data at all: placed by requests alone, up to the floor
     message: str = ""
 
 
@@ -120,71 +183,261 @@ def pod_name(job: str, slot: int) -> str:
     return f"{job}-sandbox-{slot}"
 
 
-def plan_harvest(
-    job: str,
-    wanted: int,
-    template: PodInfo,
-    placement: Placement,
-    nodes: Sequence[NodeInfo],
-    utilization: Mapping[str, float],
-    bound_pods: Sequence[PodInfo],
-    own: Sequence[PodInfo],
-) -> HarvestPlan:
-    """Where this job's sandbox pods should run: which to create, delete and evict.
-
-    `own` are this pool's pods (any state); `bound_pods` every pod placed or pinned on a node; `template`
-    is the pod to place: its requests, and its nodeSelector and tolerations for the feasibility filter.
-    """
-    request = template.requests
-    by_name = {n.name: n for n in nodes}
-    live = [p for p in own if not p.deleting and not p.terminal]
-    delete: list[tuple[str, str]] = [(p.name, "pod failed") for p in own if p.terminal and not p.deleting]
-    for pod in live:
+def _lost(demand: SandboxDemand, by_name: Mapping[str, NodeInfo]) -> list[tuple[str, str]]:
+    """Pods to delete whatever the load: failed, on a lost or mismatched node, or unschedulable."""
+    selector = demand.placement.node_selector or {}
+    out = [(p.name, "pod failed") for p in demand.own if p.terminal and not p.deleting]
+    for pod in demand.own:
+        if pod.deleting or pod.terminal:
+            continue
         node = by_name.get(pod.on or "")
         if node is None or not node.ready:
-            delete.append((pod.name, f"node {pod.on} is gone or not Ready"))
-        elif any(node.labels.get(k) != v for k, v in (placement.node_selector or {}).items()):
-            delete.append((pod.name, f"node {pod.on} no longer matches the nodeSelector"))
+            out.append((pod.name, f"node {pod.on} is gone or not Ready"))
+        elif any(node.labels.get(k) != v for k, v in selector.items()):
+            out.append((pod.name, f"node {pod.on} no longer matches the nodeSelector"))
         elif pod.unschedulable and not pod.node:
-            delete.append((pod.name, f"the scheduler cannot fit it on {pod.on}: {pod.unschedulable}"))
-    gone = {name for name, _ in delete}
-    live = [p for p in live if p.name not in gone]
+            out.append((pod.name, f"the scheduler cannot fit it on {pod.on}: {pod.unschedulable}"))
+    return out
 
-    rooms = node_rooms(nodes, utilization, [p for p in bound_pods if p.name not in gone], placement)
-    evict: list[tuple[str, str]] = []
-    for name, room in sorted(rooms.items()):
-        if room.harvest <= room.ceiling + EPS:
-            continue
-        excess = room.harvest - max(room.place, 0.0)
-        mine = sorted((p for p in live if p.on == name), key=lambda p: p.created, reverse=True)  # youngest first
-        why = f"node {name} is busy: CPU utilization {room.load:.2f} > {placement.max_node_utilization:g}"
-        for pod in mine:
-            if excess <= EPS:
+
+def _evictions(
+    demands: Sequence[SandboxDemand], rooms: Mapping[JobKey, Mapping[str, NodeRoom]], alive: Sequence[PodInfo]
+) -> dict[JobKey, list[tuple[str, str]]]:
+    """Per busy node, just enough of the youngest pods of the jobs whose ceiling it crosses (`alive`: every
+    live harvest pod; only the demands' own are evicted)."""
+    jobs = {d.key: d for d in demands}
+    owner = {(p.namespace, p.name): d.key for d in demands for p in d.own}
+    out: dict[JobKey, list[tuple[str, str]]] = {d.key: [] for d in demands}
+    for name in sorted({p.on for p in alive if p.on}):
+        here = _youngest_first(p for p in alive if p.on == name)
+        harvest = sum(p.requests.get("cpu", 0.0) for p in here)
+        busy = {k for k in jobs if name in rooms[k] and harvest > rooms[k][name].ceiling + EPS}
+        for pod in here:
+            key = owner.get((pod.namespace, pod.name))
+            if key is None or key not in busy:
+                continue
+            room = rooms[key][name]
+            if harvest <= max(room.place, 0.0) + EPS:
+                continue
+            limit = jobs[key].placement.max_node_utilization
+            out[key].append((pod.name, f"node {name} is busy: CPU utilization {room.load:.2f} > {limit:g}"))
+            harvest -= pod.requests.get("cpu", 0.0)
+    return out
+
+
+def _youngest_first(pods: Iterable[PodInfo]) -> list[PodInfo]:
+    return sorted(pods, key=lambda p: p.created or "~", reverse=True)  # "": not created yet, the youngest
+
+
+def _scale_down(live: Sequence[PodInfo], wanted: int) -> list[PodInfo]:
+    """The pods to remove to keep `wanted`: the least used nodes emptied first, youngest pods first."""
+    if len(live) <= wanted:
+        return []
+    count = {n: sum(1 for p in live if p.on == n) for n in {p.on for p in live}}
+    return sorted(_youngest_first(live), key=lambda p: count[p.on])[: len(live) - wanted]
+
+
+def plan_harvest(
+    demands: Sequence[SandboxDemand],
+    nodes: Sequence[NodeInfo],
+    bound_pods: Sequence[PodInfo],
+    now: datetime,
+    departed: Sequence[Departed] = (),
+) -> dict[JobKey, HarvestPlan]:
+    """Where every job's sandbox pods should run this pass: which to create, delete and evict.
+
+    `bound_pods` is every pod placed or pinned on a node (other jobs' sandbox pods among them);
+    `departed` the harvest pods gone lately (`departures`), whose load may still show.
+    """
+    by_name = {n.name: n for n in nodes}
+    delete = {d.key: _lost(d, by_name) for d in demands}
+    gone = {name for d in demands for name, _ in delete[d.key]}
+    bound = [p for p in bound_pods if p.name not in gone or not p.harvest]
+    rooms = {d.key: node_rooms(nodes, d.utilization, bound, d.placement, now, departed) for d in demands}
+    alive = [p for p in bound if p.harvest and p.on and not p.deleting and not p.terminal]
+    evict = _evictions(demands, rooms, alive)
+    out_now = {name for pods in evict.values() for name, _ in pods}
+
+    mine: dict[JobKey, list[PodInfo]] = {}
+    for d in demands:
+        names = {p.name for p in d.own}
+        mine[d.key] = [p for p in alive if p.name in names and p.name not in out_now]
+        extra = _scale_down(mine[d.key], d.wanted)
+        delete[d.key] += [(p.name, "scaled down") for p in extra]
+        mine[d.key] = [p for p in mine[d.key] if p not in extra]
+    leaving = out_now | {name for pods in delete.values() for name, _ in pods}
+    harvest = {n: 0.0 for n in by_name}
+    for p in alive:
+        if p.name not in leaving and p.on in harvest:
+            harvest[p.on] += p.requests.get("cpu", 0.0)
+
+    pending = []
+    for d in demands:
+        target = min(d.wanted, d.floor) if not d.utilization else d.wanted
+        open_nodes = {n for n in rooms[d.key] if by_name[n].schedulable and feasible(d.template, by_name[n])}
+        caps = {n: rooms[d.key][n].place for n in open_nodes}
+        pending.append(_Kind(d.key, max(0, target - len(mine[d.key])), d.template.requests, caps))
+    free = _free(nodes, bound, leaving)
+    chosen = pack(pending, free, harvest)
+
+    plans = {}
+    for d, kind in zip(demands, pending, strict=True):
+        taken = {int(p.name.rsplit("-", 1)[1]) for p in d.own if p.name.rsplit("-", 1)[-1].isdigit()}
+        slots = (i for i in range(len(d.own) + d.wanted + 1) if i not in taken)
+        create = [(pod_name(d.key[1], next(slots)), node) for node in chosen[d.key]]
+        placed = len(mine[d.key]) + len(create)
+        plans[d.key] = HarvestPlan(create, delete[d.key], evict[d.key], d.wanted, placed, not d.utilization,
+                                   _message(d, kind, placed, rooms[d.key], harvest))  # fmt: skip
+    return plans
+
+
+def _message(
+    d: SandboxDemand, kind: _Kind, placed: int, rooms: Mapping[str, NodeRoom], harvest: Mapping[str, float]
+) -> str:
+    cpu = d.template.requests.get("cpu", 0.0)
+    if not d.utilization:
+        return (f"CPU utilization unknown: {placed} of {d.wanted} sandbox pods placed by requests alone "
+                f"(up to {d.floor}); the rest wait for utilization data")  # fmt: skip
+    missing = d.wanted - placed
+    idle = sum(max(0.0, cap - harvest.get(n, 0.0)) for n, cap in kind.caps.items())
+    more = f"; {missing} do not fit ({idle:.1f} harvestable cores on {len(kind.caps)} nodes, {cpu:g} per pod)"
+    return f"{placed} of {d.wanted} sandbox pods placed on idle CPU" + (more if missing > 0 else "")
+
+
+def _free(nodes: Sequence[NodeInfo], bound: Sequence[PodInfo], leaving: set[str]) -> dict[str, Resources]:
+    """The scheduler's free resources per node (pods leaving this pass still hold theirs until gone)."""
+    free = {n.name: dict(n.allocatable) for n in nodes}
+    for p in bound:
+        if p.on in free and not p.terminal:
+            for k, v in p.requests.items():
+                free[p.on][k] = free[p.on].get(k, 0.0) - v
+    return free
+
+
+# ---------------------------------------------------------------------------------------------- packing
+
+
+@dataclass(frozen=True)
+class _Kind:
+    """One job's pending pods: identical, `count` of them, allowed where `caps` (total harvest cores)."""
+
+    key: JobKey
+    count: int
+    request: Resources
+    caps: Mapping[str, float]
+
+
+def _fits(kinds: Sequence[_Kind], x: Sequence[int], node: str, free: Resources, harvest: float) -> bool:
+    """Can `node` take x[i] more pods of each kind: free resources and every present kind's cap?"""
+    total: dict[str, float] = {}
+    for kind, n in zip(kinds, x, strict=True):
+        if n:
+            if node not in kind.caps:
+                return False
+            for k, v in kind.request.items():
+                total[k] = total.get(k, 0.0) + n * v
+    if any(v > free.get(k, 0.0) + EPS for k, v in total.items()):
+        return False
+    cpu = harvest + total.get("cpu", 0.0)
+    return all(cpu <= kind.caps[node] + EPS for kind, n in zip(kinds, x, strict=True) if n)
+
+
+def _most(kinds: Sequence[_Kind], x: list[int], i: int, node: str, free: Resources, harvest: float) -> int:
+    """The most pods of kind `i` that fit beside x (x[i] ignored), at most its count."""
+    lo, hi = 0, kinds[i].count
+    while lo < hi:  # fitting is monotone in the count
+        mid = (lo + hi + 1) // 2
+        if _fits(kinds, [*x[:i], mid, *x[i + 1 :]], node, free, harvest):
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def pack(
+    kinds: Sequence[_Kind], free: Mapping[str, Resources], harvest: Mapping[str, float]
+) -> dict[JobKey, list[str]]:
+    """Nodes for every kind's pending pods: the most pods first, then the fewest nodes hosting sandbox
+    pods (a node that hosts some already costs nothing)."""
+    active = [k for k in kinds if k.count > 0 and k.caps]
+    out: dict[JobKey, list[str]] = {k.key: [] for k in kinds}
+    if not active:
+        return out
+    states = math.prod(k.count + 1 for k in active)
+    counts = _exact(active, free, harvest) if len(active) > 1 and states <= EXACT_STATES else None
+    if counts is None:
+        counts = _greedy(active, free, harvest)
+    for node, x in sorted(counts.items()):
+        for kind, n in zip(active, x, strict=True):
+            out[kind.key] += [node] * n
+    return out
+
+
+def _greedy(
+    kinds: Sequence[_Kind], free: Mapping[str, Resources], harvest: Mapping[str, float]
+) -> dict[str, list[int]]:
+    """Largest pods first; each kind fills the nodes hosting sandbox pods (tightest first, leaving the big
+    rooms), then new nodes taking the most of it first. Exact for one kind: it places min(count, sum of
+    fits) and opens the fewest nodes."""
+    order = sorted(range(len(kinds)), key=lambda i: tuple(-kinds[i].request.get(r, 0.0) for r in ("cpu", "memory")))
+    nodes = sorted({n for k in kinds for n in k.caps})
+    x = {n: [0] * len(kinds) for n in nodes}
+    for i in order:
+        left = kinds[i].count
+
+        def most(n: str, i: int = i) -> int:
+            return _most(kinds, x[n], i, n, free.get(n, {}), harvest.get(n, 0.0)) - x[n][i]
+
+        hosting = [n for n in nodes if harvest.get(n, 0.0) > EPS or any(x[n])]
+        fresh = [n for n in nodes if n not in hosting]
+        fill = sorted(hosting, key=lambda n: (most(n), n)) + sorted(fresh, key=lambda n: (-most(n), n))
+        for n in fill:
+            if left <= 0:
                 break
-            evict.append((pod.name, why))
-            excess -= pod.requests.get("cpu", 0.0)
-    out = {n for n, _ in evict}
-    live = [p for p in live if p.name not in out]
+            add = min(left, most(n))
+            x[n][i] += add
+            left -= add
+    return {n: v for n, v in x.items() if any(v)}
 
-    if len(live) > wanted:  # scale down: empty the least used nodes first, youngest pods first
-        count = {n: sum(1 for p in live if p.on == n) for n in {p.on for p in live}}
-        youngest_first = sorted(live, key=lambda p: p.created, reverse=True)
-        extra = sorted(youngest_first, key=lambda p: count[p.on])[: len(live) - wanted]
-        delete += [(p.name, "scaled down") for p in extra]
-        live = [p for p in live if p not in extra]
 
-    open_nodes = {n for n in rooms if by_name[n].schedulable and feasible(template, by_name[n])}
-    chosen = pack(max(0, wanted - len(live)), request, rooms, open_nodes)
-    taken = {int(p.name.rsplit("-", 1)[1]) for p in own if p.name.rsplit("-", 1)[-1].isdigit()}
-    slots = (i for i in range(len(own) + wanted + 1) if i not in taken)
-    create = [(pod_name(job, next(slots)), node) for node in chosen]
-    placed = len(live) + len(create)
-    missing = wanted - placed
-    cpu = request.get("cpu", 0.0)
-    idle = sum(max(0.0, r.room) for n, r in rooms.items() if n in open_nodes)
-    message = (
-        f"{placed} of {wanted} sandbox pods placed on idle CPU"
-        + (f"; {missing} do not fit ({idle:.1f} harvestable cores on {len(open_nodes)} nodes, "
-           f"{cpu:g} per pod)" if missing > 0 else "")
-    )  # fmt: skip
-    return HarvestPlan(create, delete, evict, wanted, placed, message)
+def _frontier(kinds: Sequence[_Kind], node: str, free: Resources, harvest: float) -> list[tuple[int, ...]]:
+    """The maximal vectors of pod counts `node` can take (no other feasible vector is above one)."""
+    ranges = [range(k.count + 1) if node in k.caps else range(1) for k in kinds[:-1]]
+    out = set()
+    for head in itertools.product(*ranges):
+        x = [*head, 0]
+        if not _fits(kinds, x, node, free, harvest):
+            continue
+        x[-1] = _most(kinds, x, len(kinds) - 1, node, free, harvest) if node in kinds[-1].caps else 0
+        out.add(tuple(x))
+    return [x for x in out if not any(y != x and all(a >= b for a, b in zip(y, x, strict=True)) for y in out)]
+
+
+def _exact(
+    kinds: Sequence[_Kind], free: Mapping[str, Resources], harvest: Mapping[str, float]
+) -> dict[str, list[int]] | None:
+    """A dynamic program over the nodes: the state is how many pods of each kind are placed (capped at the
+    count); each node takes one of its maximal vectors. Lexicographically best: pods, then fewest nodes
+    hosting sandbox pods. None when the work would be too large."""
+    cap = tuple(k.count for k in kinds)
+    nodes = sorted({n for k in kinds for n in k.caps})
+    fronts = {n: _frontier(kinds, n, free.get(n, {}), harvest.get(n, 0.0)) for n in nodes}
+    if sum(len(f) for f in fronts.values()) * math.prod(c + 1 for c in cap) > 50 * EXACT_STATES:
+        return None
+    zero = (0,) * len(kinds)
+    best: dict[tuple[int, ...], tuple[int, list[tuple[str, tuple[int, ...]]]]] = {zero: (0, [])}
+    for n in nodes:
+        hosting = harvest.get(n, 0.0) > EPS
+        step = dict(best)
+        for state, (touched, how) in best.items():
+            for option in fronts[n]:
+                new = tuple(min(c, s + o) for c, s, o in zip(cap, state, option, strict=True))
+                if new == state:
+                    continue
+                took = tuple(a - b for a, b in zip(new, state, strict=True))
+                cost = touched + (0 if hosting else 1)
+                if new not in step or cost < step[new][0]:
+                    step[new] = (cost, [*how, (n, took)])
+        best = step
+    final = max(best.items(), key=lambda kv: (sum(kv[0]), -kv[1][0]))[1][1]
+    return {n: list(took) for n, took in final}

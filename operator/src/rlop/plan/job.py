@@ -13,7 +13,7 @@ from rlop.api.models import Phase, PoolStatus, RLJob, RLJobStatus
 from rlop.api.names import HASH_ANNOTATION
 from rlop.api.pools import autoscaled, fixed_replicas, pools
 from rlop.plan.gang import GangDecision, plan_gang
-from rlop.plan.harvest import HarvestPlan, plan_harvest
+from rlop.plan.harvest import Departed, HarvestPlan, SandboxDemand, plan_harvest
 from rlop.plan.observed import ChildInfo, NodeInfo, PodInfo, owned_by, pod_requests
 from rlop.plan.readings import JobReadings
 from rlop.plan.render import Manifest, child_name, harvests, render, sandbox_pod, sandbox_template
@@ -33,6 +33,7 @@ class JobObservation:
     utilization: Mapping[str, float] | None = None  # node -> CPU utilization, read this interval
     utilization_error: str | None = None  # why there is none this interval
     written: Mapping[ChildKey, str] = field(default_factory=dict)  # child -> version rlop's last apply left
+    departed: Sequence[Departed] = ()  # harvest pods gone lately, whose load the utilization may still show
 
 
 @dataclass(frozen=True)
@@ -119,9 +120,11 @@ def _readiness(pools: Mapping[str, PoolStatus], gang: GangDecision) -> tuple[boo
     return not lagging, "; ".join(lagging) or "all pools ready"
 
 
-def plan_job(obs: JobObservation, now: datetime, scaling: Scaling | None = None) -> JobPlan:
+def plan_job(
+    obs: JobObservation, now: datetime, scaling: Scaling | None = None, harvest: HarvestPlan | None = None
+) -> JobPlan:
     """Plan one reconcile of `obs.job`. Without a fresh scaling decision (between full passes), every
-    pool keeps its replicas and sandbox placement waits for the next interval's utilization."""
+    pool keeps its replicas; `harvest` is the pass's sandbox placement for this job (full passes only)."""
     job = obs.job
     name, generation = job.metadata.name, job.metadata.generation
     scaling = scaling or Scaling(base_replicas(job), fresh=False)
@@ -147,7 +150,6 @@ def plan_job(obs: JobObservation, now: datetime, scaling: Scaling | None = None)
         events.append(Event("Normal", R.GANG_RESTART, gang.message))
     delete_pods = [(pod, "gang restart") for pod in gang.restart]
 
-    harvest = _harvest(obs, replicas) if obs.utilization is not None else None
     evict: list[tuple[str, str]] = []
     if harvest is not None:
         events += [Event("Warning", R.SANDBOX_EVICTED, f"evicted {pod}: {why}", needs=((EVICT, pod),))
@@ -188,17 +190,42 @@ def plan_job(obs: JobObservation, now: datetime, scaling: Scaling | None = None)
     return JobPlan(writes, drift, delete, list(gang.release), delete_pods, evict, status, events, scaling.pod_costs)
 
 
+JobKey = tuple[str, str]  # (namespace, name)
+
+
 def plan_pass(
-    obs: JobObservation, readings: JobReadings | None, now: datetime, previous: datetime | None
-) -> tuple[JobPlan, Scaling]:
-    """One job's plan in a pass; with `readings` (a full pass, `previous` the one before it, None if
-    unknown) the autoscaler decides first. The operator and `rlop plan` both plan through here."""
-    job = obs.job
-    if readings is None:
-        scaling = Scaling(base_replicas(job), fresh=False)
-    else:
-        scaling = plan_scaling(job, base_replicas(job), obs.pods, readings.metrics, readings.busy, now, previous)
-    return plan_job(obs, now, scaling), scaling
+    jobs: Sequence[tuple[JobObservation, JobReadings | None]], now: datetime, previous: datetime | None
+) -> tuple[dict[JobKey, tuple[JobPlan, Scaling]], dict[JobKey, Exception]]:
+    """The plans of one pass, and the jobs whose planning failed (the others are planned). With readings
+    (a full pass; `previous` the one before it, None if unknown) the autoscaler decides first, then every
+    harvesting job's sandbox pods are placed together. Every observation of a pass shares its nodes and
+    bound pods. The operator and `rlop plan` both plan through here."""
+    failed: dict[JobKey, Exception] = {}
+    decided: list[tuple[JobKey, JobObservation, Scaling]] = []
+    for obs, readings in jobs:
+        key = (obs.job.metadata.namespace, obs.job.metadata.name)
+        try:
+            if readings is None:
+                scaling = Scaling(base_replicas(obs.job), fresh=False)
+            else:
+                scaling = plan_scaling(obs.job, base_replicas(obs.job), obs.pods, readings.metrics, readings.busy,
+                                       now, previous)  # fmt: skip
+        except Exception as exc:  # one job's failure must not stop the others
+            failed[key] = exc
+            continue
+        decided.append((key, obs, scaling))
+    demands = [d for key, obs, scaling in decided if scaling.fresh and (d := sandbox_demand(key, obs, scaling))]
+    harvest: dict[JobKey, HarvestPlan] = {}
+    if demands:
+        first = next(obs for key, obs, _ in decided if key == demands[0].key)
+        harvest = plan_harvest(demands, first.nodes, first.bound_pods, now, first.departed)
+    plans = {}
+    for key, obs, scaling in decided:
+        try:
+            plans[key] = (plan_job(obs, now, scaling, harvest.get(key)), scaling)
+        except Exception as exc:
+            failed[key] = exc
+    return plans, failed
 
 
 def sandbox_pod_info(job: RLJob) -> PodInfo:
@@ -213,16 +240,17 @@ def sandbox_pod_info(job: RLJob) -> PodInfo:
     )
 
 
-def _harvest(obs: JobObservation, replicas: Mapping[str, int]) -> HarvestPlan | None:
+def sandbox_demand(key: JobKey, obs: JobObservation, scaling: Scaling) -> SandboxDemand | None:
+    """A harvesting sandbox pool's demand in this pass (None: the job harvests nothing)."""
     job = obs.job
     sandbox = job.spec.pools.sandbox
     if sandbox is None or not harvests(job):
         return None
+    wanted = scaling.replicas["sandbox"]
+    floor = sandbox.autoscale.min_replicas if sandbox.autoscale is not None else wanted
     own = [p for p in obs.pods if p.pool == "sandbox" and p.harvest]
-    return plan_harvest(
-        job.metadata.name, replicas["sandbox"], sandbox_pod_info(job), sandbox.placement,
-        obs.nodes, obs.utilization or {}, obs.bound_pods, own,
-    )  # fmt: skip
+    return SandboxDemand(key, wanted, min(floor, wanted), sandbox_pod_info(job), sandbox.placement,
+                         obs.utilization, own)  # fmt: skip
 
 
 def _with_problem(conditions: Sequence[ConditionUpdate], problem: str | None) -> list[ConditionUpdate]:
@@ -240,8 +268,8 @@ def _capacity(limited: Mapping[str, str], harvest: HarvestPlan | None) -> Condit
     reasons, messages = [], [f"{pool}: {why}" for pool, why in sorted(limited.items())]
     if limited:
         reasons.append(R.GPU_BUDGET)
-    if harvest is not None and harvest.placed < harvest.wanted:
-        reasons.append(R.NO_IDLE_CPU)
+    if harvest is not None and (harvest.no_data or harvest.placed < harvest.wanted):
+        reasons.append(R.UTILIZATION_UNKNOWN if harvest.no_data else R.NO_IDLE_CPU)
         messages.append(f"sandbox: {harvest.message}")
     if not reasons:
         return ConditionUpdate(R.CAPACITY, "False", R.WITHIN_CAPACITY, "every pool has the capacity it wants")
