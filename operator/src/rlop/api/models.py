@@ -380,12 +380,15 @@ class Placement(ApiModel):
         description="CPU left free on every node.",
         json_schema_extra=_cel((_IS_QUANTITY, _QUANTITY_MESSAGE)),
     )
-    utilization_lag_seconds: int = Field(
-        default=75,
+    utilization_window_seconds: int = Field(
+        default=60,
         ge=0,
         le=3600,
-        description="How long a new pod's CPU takes to show fully in utilizationQuery (its rate window plus a "
-        "scrape interval); until then rlop counts the part not yet measured at the pod's requests.",
+        description="The range utilizationQuery averages over (its rate window): a new pod's CPU enters it, "
+        "and a gone pod's leaves it, gradually over this long. 0: the query is instantaneous.",
+    )
+    utilization_scrape_seconds: int = Field(
+        default=15, ge=0, le=600, description="How old the newest sample behind utilizationQuery may be."
     )
     priority_class_name: str = Field(default=HARVEST_PRIORITY_CLASS_NAME, min_length=1, max_length=253)
     utilization_query: str = _query(

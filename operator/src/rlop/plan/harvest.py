@@ -2,12 +2,13 @@
 
 Model, per candidate node (Ready, matching the pool's nodeSelector; cordoned nodes keep their pods but get
 no new ones). Harvest pods are assumed to use what they request. The utilization is a rate over a window
-(`utilizationLagSeconds`, the window plus a scrape): a pod's load enters it gradually after the pod starts
-and leaves it gradually after the pod is gone. What of the harvest pods it shows is subtracted; the rest
-of the measured load belongs to the node's other workloads:
+(`utilizationWindowSeconds`, last scraped up to `utilizationScrapeSeconds` ago): a pod's load enters it
+gradually after the pod starts and leaves it gradually after the pod is gone. The harvest pods' share of it
+is subtracted, and the rest belongs to the node's other workloads; as that share is known only within a
+band (the scrape's age), placing assumes the most other load and evicting the least:
 
     seen     = sum over harvest pods on the node (every RLJob; terminating ones, and ones gone lately) of
-               requested CPU * (share of the last utilizationLagSeconds the pod ran)
+               requested CPU * (the share of the metric's window the pod ran in)
     other    = max(0, utilization * allocatable - seen)          cores used by everything else
     harvest  = CPU requested by the live (not terminating) harvest pods on the node
     place    = min(allocatable - requests of non-harvest pods,
@@ -33,7 +34,7 @@ import itertools
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from rlop.api.models import Placement
 from rlop.plan.capacity import feasible
@@ -62,7 +63,7 @@ class NodeRoom:
         return self.place - self.harvest
 
 
-MAX_LAG = 3600.0  # the largest utilizationLagSeconds: departures older than this are forgotten
+MAX_LAG = 3600.0 + 600.0  # the longest utilization window plus scrape: older departures are forgotten
 
 
 @dataclass(frozen=True)
@@ -80,13 +81,23 @@ def _created(pod: PodInfo, now: datetime) -> datetime:
     return datetime.fromisoformat(pod.created.replace("Z", "+00:00")) if pod.created else now
 
 
-def seen_share(cpu: float, started: datetime, gone: datetime, now: datetime, lag: float) -> float:
-    """The part of a harvest pod's CPU the utilization shows now: the share of the last `lag` seconds it
-    ran (a pod that started 30 s ago is half inside a 60 s rate window; one gone 30 s ago, half still)."""
-    if lag <= 0:
-        return cpu if gone >= now else 0.0
-    ran = (min(gone, now) - max(started, now - timedelta(seconds=lag))).total_seconds()
-    return cpu * max(0.0, min(1.0, ran / lag))
+def seen_share(
+    cpu: float, started: datetime, gone: datetime | None, now: datetime, window: float, scrape: float
+) -> tuple[float, float]:
+    """The least and the most of a harvest pod's CPU the utilization can show now (`gone`: None while it
+    runs). The metric averages `window` seconds ending when it was last scraped, 0 to `scrape` seconds
+    ago: a pod that started 30 s ago is 0.25 to 0.5 inside a 60 s window; one gone 30 s ago, 0.5 to 0.75."""
+    end = now if gone is None else min(gone, now)
+    if window <= 0:
+        return (cpu, cpu) if gone is None else (0.0, 0.0)
+    t0, t1 = (started - now).total_seconds(), (end - now).total_seconds()  # the pod ran in [t0, t1] <= 0
+
+    def share(age: float) -> float:  # the window is [-age - window, -age]
+        return max(0.0, min(t1, -age) - max(t0, -age - window)) / window
+
+    ages = {0.0, scrape, -t1, -t0, -t1 - window, -t0 - window}  # the overlap is linear between these
+    shares = [share(a) for a in ages if 0.0 <= a <= scrape]
+    return cpu * min(shares), cpu * max(shares)
 
 
 def departures(
@@ -115,7 +126,7 @@ def node_rooms(
     all, every matching node by requests alone and nothing is ever busy)."""
     selector = placement.node_selector or {}
     reserve = parse_quantity(placement.reserved_cpu)
-    lag = float(placement.utilization_lag_seconds)
+    window, scrape = float(placement.utilization_window_seconds), float(placement.utilization_scrape_seconds)
     by_node: dict[str, list[PodInfo]] = {}
     for pod in pods:
         if pod.on and not pod.terminal:
@@ -139,18 +150,21 @@ def node_rooms(
                             harvest > 0, (alloc - free.get("cpu", 0.0)) / alloc if alloc else 1.0)  # fmt: skip
             out[node.name] = room
             continue
-        seen = sum(seen_share(p.requests.get("cpu", 0.0), _created(p, now), now, now, lag) for p in here if p.harvest)
-        seen += sum(seen_share(d.cpu, d.started, d.gone, now, lag) for d in departed if d.node == node.name)
-        other = max(0.0, min(1.0, utilization[node.name]) * alloc - seen)
-        place = min(alloc - others, (placement.max_node_utilization - placement.hysteresis) * alloc - other) - reserve
+        shares = [seen_share(p.requests.get("cpu", 0.0), _created(p, now), None, now, window, scrape)
+                  for p in here if p.harvest]  # fmt: skip
+        shares += [seen_share(d.cpu, d.started, d.gone, now, window, scrape) for d in departed if d.node == node.name]
+        measured = min(1.0, utilization[node.name]) * alloc
+        other_most = max(0.0, measured - sum(lo for lo, _ in shares))  # placing: assume the most other load
+        other_least = max(0.0, measured - sum(hi for _, hi in shares))  # evicting: the least
+        limit = (placement.max_node_utilization - placement.hysteresis) * alloc - other_most
         out[node.name] = NodeRoom(
             name=node.name,
-            place=place,
-            ceiling=placement.max_node_utilization * alloc - other,
+            place=min(alloc - others, limit) - reserve,
+            ceiling=placement.max_node_utilization * alloc - other_least,
             harvest=harvest,
             free=free,
             hosts_harvest=harvest > 0,
-            load=(other + harvest) / alloc if alloc else 1.0,
+            load=(other_least + harvest) / alloc if alloc else 1.0,
         )
     return out
 

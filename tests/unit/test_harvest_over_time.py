@@ -1,0 +1,54 @@
+"""Harvesting pass after pass (rlop.dev.harvest_sim): a delayed utilization metric, terminating pods,
+several jobs per pass. Evictions are what an omniscient planner would need, and no node flaps."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import UTC, datetime
+
+from rlop.api.models import Placement
+from rlop.dev.harvest_sim import SimJob, SimNode, simulate
+from rlop.plan.harvest import SandboxDemand, plan_harvest
+from rlop.plan.observed import NodeInfo, PodInfo
+
+P = Placement(reserved_cpu="0")  # maxNodeUtilization 0.7, hysteresis 0.1, a 60 s window scraped every 15 s
+JOBS = [SimJob(f"j{i}", wanted=10) for i in range(3)]
+
+
+def test_new_pods_do_not_overfill_a_node_while_the_metric_catches_up() -> None:
+    """8 cores: place 0.6 x 8 = 4.8 -> 4 one-core pods, from four jobs at once, and nothing evicted."""
+    r = simulate([SimNode("a", 8, lambda t: 0.0)], [SimJob(f"j{i}", 5) for i in range(4)], P, 1200)
+    assert r.most_pods == {"a": 4} and r.evictions == 0 and r.flaps == 0
+
+
+def test_a_load_step_evicts_exactly_what_is_needed_and_nothing_comes_back() -> None:
+    """16 cores, others 2 -> 8 at t=600: place 7.6 -> 1.6, so 7 pods become 1: six evictions."""
+    nodes = [SimNode("a", 16, lambda t: 2.0 if t < 600 else 8.0)]
+    real, oracle = simulate(nodes, JOBS, P, 1800), simulate(nodes, JOBS, P, 1800, oracle=True)
+    assert real.evictions == oracle.evictions == 6
+    assert real.placements == 7 and real.flaps == 0
+
+
+def test_steps_on_several_nodes_cost_no_more_evictions_than_needed() -> None:
+    def load(base: float, high: float, at: float):  # type: ignore[no-untyped-def]
+        return lambda t: high if at <= t < at + 900 else base
+
+    nodes = [SimNode("a", 16, load(1, 9, 300)), SimNode("b", 8, load(0, 4, 900)), SimNode("c", 32, load(4, 4, 0))]
+    real, oracle = simulate(nodes, JOBS, P, 3600), simulate(nodes, JOBS, P, 3600, oracle=True)
+    assert real.evictions <= oracle.evictions
+    assert real.flaps <= oracle.flaps
+
+
+def test_terminating_pods_are_not_evicted_again() -> None:
+    node = NodeInfo("a", allocatable={"cpu": 16.0, "memory": 64 * 2.0**30, "pods": 110.0})
+    req = {"cpu": 1.0, "pods": 1.0}
+    own = [PodInfo(f"j-sandbox-{i}", node="a", requests=req, harvest=True, pool="sandbox", job="j",
+                   created=f"2026-01-01T00:00:{i:02d}Z") for i in range(4)]  # fmt: skip
+    now = datetime(2026, 12, 1, tzinfo=UTC)
+    demand = SandboxDemand(("default", "j"), 4, 0, PodInfo("t", requests=req), P, {"a": 0.75}, own)
+    first = plan_harvest([demand], [node], own, now)[("default", "j")]
+    assert len(first.evict) == 3  # others use 12 - 4 = 8: place 1.6, so one pod stays
+    gone = {name for name, _ in first.evict}
+    after = [replace(p, deleting=p.name in gone) for p in own]
+    again = plan_harvest([replace(demand, own=after)], [node], after, now)[("default", "j")]
+    assert again.evict == []
