@@ -19,13 +19,15 @@ import heapq
 import random
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 
 from rlop.api.models import Placement
-from rlop.plan.harvest import node_rooms, plan_harvest
+from rlop.plan.harvest import SandboxDemand, node_rooms, plan_harvest
 from rlop.plan.observed import NodeInfo, PodInfo
 
 PLACEMENT = Placement()  # maxNodeUtilization 0.7, hysteresis 0.1, reserve 250m
 POD = {"cpu": 1.0, "memory": 2.0 * 2**30, "pods": 1.0}
+NOW = datetime(2026, 12, 1, tzinfo=UTC)
 
 
 def cluster(n: int, rng: random.Random) -> tuple[list[NodeInfo], list[PodInfo], dict[str, float]]:
@@ -70,7 +72,8 @@ most_allocated = scheduler(lambda req, alloc: req / alloc)
 
 def rlop(count: int, nodes: list[NodeInfo], pods: list[PodInfo], util: dict[str, float]) -> dict[str, int]:
     template = PodInfo(name="t", requests=POD)
-    plan = plan_harvest("bench", count, template, PLACEMENT, nodes, util, pods, [])
+    demand = SandboxDemand(("bench", "bench"), count, 0, template, PLACEMENT, util, [])
+    plan = plan_harvest([demand], nodes, pods, NOW)[("bench", "bench")]
     out: dict[str, int] = {}
     for _, node in plan.create:
         out[node] = out.get(node, 0) + 1
@@ -95,7 +98,7 @@ def main() -> None:
     for n in (int(x) for x in args.sizes.split(",")):
         rng = random.Random(args.seed + n)
         nodes, pods, util = cluster(n, rng)
-        rooms = {name: r.room for name, r in node_rooms(nodes, util, pods, PLACEMENT).items()}
+        rooms = {name: r.room for name, r in node_rooms(nodes, util, pods, PLACEMENT, NOW).items()}
         bound = sum(max(r, 0.0) for r in rooms.values())  # fractional upper bound
         for demand in (float(x) for x in args.demand.split(",")):
             report(n, demand, int(bound * demand), min(bound, bound * demand), nodes, pods, util, rooms)
