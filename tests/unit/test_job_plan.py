@@ -5,10 +5,12 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
-from rlop.plan.job import JobObservation, base_replicas, owned, plan_job, with_apply_errors
+from rlop.api.models import PoolStatus, RLJobStatus
+from rlop.plan.job import JobObservation, base_replicas, owned, plan_job, plan_pass, with_apply_errors
 from rlop.plan.observed import ChildInfo, Owner, child_info
+from rlop.plan.readings import JobReadings
 
-from .builders import job, node, pod
+from .builders import container, job, node, pod
 
 NOW = datetime(2026, 12, 1, tzinfo=UTC)
 NODES = [node("g0", cpu=64, gpus=8)]
@@ -147,3 +149,22 @@ def test_only_what_the_job_owns_is_its_own() -> None:
     assert [p.name for p in own_pods] == ["j-trainer-0", "j-rollout-5d4f-abc", "j-sandbox-h1"]
     plan = plan_job(JobObservation(j, children=ours, nodes=NODES), NOW)
     assert plan.delete == []  # the user's look-alikes are never deleted
+
+
+def test_without_utilization_data_a_pass_places_min_replicas_by_requests_and_says_so() -> None:
+    sandbox = {
+        "autoscale": {"minReplicas": 2, "maxReplicas": 6,
+                      "metrics": [{"query": "q", "target": {"type": "Value", "value": 1}}]},
+        "template": {"spec": {"containers": [container(requests={"cpu": "1", "memory": "1Gi"})]}},
+    }  # fmt: skip
+    j = job(sandbox=sandbox)
+    j = j.model_copy(update={"status": RLJobStatus(pools={"sandbox": PoolStatus(desired=5)})})
+    for utilization in (None, {}):  # the query failed, or answered with no node
+        obs = JobObservation(j, nodes=NODES, utilization=utilization)
+        plans, failed = plan_pass([(obs, JobReadings(utilization=utilization))], NOW, None)
+        plan, _ = plans[("ns", "j")]
+        assert not failed and plan.evict == []
+        assert len([m for m in plan.apply if m["kind"] == "Pod"]) == 2
+        capacity = next(c for c in plan.status.conditions if c.type == "CapacityLimited")
+        assert (capacity.status, capacity.reason) == ("True", "UtilizationUnknown")
+        assert "placed by requests alone" in capacity.message

@@ -22,10 +22,10 @@ from rlop.api import reasons as R
 from rlop.api.models import RLJob, RLJobStatus
 from rlop.api.names import COST_ANNOTATION, GANG_GATE, HASH_ANNOTATION
 from rlop.config import Config
-from rlop.expectations import Expectations, JobKey, Refusal
+from rlop.expectations import Expectations, Refusal
 from rlop.kube.client import KubeError
 from rlop.kube.lease import Lease
-from rlop.plan.harvest import Departed, departures
+from rlop.plan.harvest import Departed, JobKey, departures
 from rlop.plan.job import JobObservation, JobPlan, owned, plan_pass, with_apply_errors
 from rlop.plan.observed import ChildInfo, NodeInfo, PodInfo, controller_owner, owned_by, pod_info, version
 from rlop.plan.readings import Answer, JobReadings, QueryKey, queries, read

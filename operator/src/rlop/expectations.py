@@ -10,11 +10,11 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 
 from rlop.api.models import RLJobStatus
+from rlop.plan.harvest import JobKey
 from rlop.plan.job import ChildKey
 from rlop.plan.observed import PodInfo
 
 WATCH_LAG = 10.0  # seconds to trust our own write over a watch that has not caught up
-JobKey = tuple[str, str]  # (namespace, name)
 PodKey = tuple[str, str]  # (namespace, name)
 Refusal = tuple[str, str, str]  # (kind, name, why): a write the API server (or rlop) refused
 

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from rlop.api.models import Placement
-from rlop.plan.capacity import feasible
+from rlop.plan.capacity import feasible, free_capacity
 from rlop.plan.observed import NodeInfo, PodInfo
 from rlop.plan.quantity import Resources, parse_quantity
 
@@ -55,7 +55,6 @@ class NodeRoom:
     ceiling: float  # above this many harvest cores, evict
     harvest: float  # cores requested by live harvest pods now
     free: Resources  # allocatable minus every pod's requests (scheduler view)
-    hosts_harvest: bool
     load: float  # estimated utilization with live harvest pods counted at their requests
 
     @property
@@ -124,7 +123,6 @@ def node_rooms(
 ) -> dict[str, NodeRoom]:
     """Rooms of the candidate nodes (matching the nodeSelector and with utilization data; with no data at
     all, every matching node by requests alone and nothing is ever busy)."""
-    selector = placement.node_selector or {}
     reserve = parse_quantity(placement.reserved_cpu)
     window, scrape = float(placement.utilization_window_seconds), float(placement.utilization_scrape_seconds)
     by_node: dict[str, list[PodInfo]] = {}
@@ -133,9 +131,7 @@ def node_rooms(
             by_node.setdefault(pod.on, []).append(pod)
     out = {}
     for node in nodes:
-        if any(node.labels.get(k) != v for k, v in selector.items()):
-            continue
-        if utilization and node.name not in utilization:
+        if not _selected(node, placement) or (utilization and node.name not in utilization):
             continue
         alloc = node.allocatable.get("cpu", 0.0)
         here = by_node.get(node.name, [])
@@ -146,9 +142,9 @@ def node_rooms(
             for k, v in p.requests.items():
                 free[k] = free.get(k, 0.0) - v
         if not utilization:  # by requests alone, as kube-scheduler would
-            room = NodeRoom(node.name, harvest + free.get("cpu", 0.0) - reserve, math.inf, harvest, free,
-                            harvest > 0, (alloc - free.get("cpu", 0.0)) / alloc if alloc else 1.0)  # fmt: skip
-            out[node.name] = room
+            idle = free.get("cpu", 0.0)
+            load = (alloc - idle) / alloc if alloc else 1.0
+            out[node.name] = NodeRoom(node.name, harvest + idle - reserve, math.inf, harvest, free, load)
             continue
         shares = [seen_share(p.requests.get("cpu", 0.0), _created(p, now), None, now, window, scrape)
                   for p in here if p.harvest]  # fmt: skip
@@ -163,7 +159,6 @@ def node_rooms(
             ceiling=placement.max_node_utilization * alloc - other_least,
             harvest=harvest,
             free=free,
-            hosts_harvest=harvest > 0,
             load=(other_least + harvest) / alloc if alloc else 1.0,
         )
     return out
@@ -197,9 +192,13 @@ def pod_name(job: str, slot: int) -> str:
     return f"{job}-sandbox-{slot}"
 
 
+def _selected(node: NodeInfo, placement: Placement) -> bool:
+    """Does the node match the pool's nodeSelector?"""
+    return all(node.labels.get(k) == v for k, v in (placement.node_selector or {}).items())
+
+
 def _lost(demand: SandboxDemand, by_name: Mapping[str, NodeInfo]) -> list[tuple[str, str]]:
     """Pods to delete whatever the load: failed, on a lost or mismatched node, or unschedulable."""
-    selector = demand.placement.node_selector or {}
     out = [(p.name, "pod failed") for p in demand.own if p.terminal and not p.deleting]
     for pod in demand.own:
         if pod.deleting or pod.terminal:
@@ -207,7 +206,7 @@ def _lost(demand: SandboxDemand, by_name: Mapping[str, NodeInfo]) -> list[tuple[
         node = by_name.get(pod.on or "")
         if node is None or not node.ready:
             out.append((pod.name, f"node {pod.on} is gone or not Ready"))
-        elif any(node.labels.get(k) != v for k, v in selector.items()):
+        elif not _selected(node, demand.placement):
             out.append((pod.name, f"node {pod.on} no longer matches the nodeSelector"))
         elif pod.unschedulable and not pod.node:
             out.append((pod.name, f"the scheduler cannot fit it on {pod.on}: {pod.unschedulable}"))
@@ -291,7 +290,7 @@ def plan_harvest(
         open_nodes = {n for n in rooms[d.key] if by_name[n].schedulable and feasible(d.template, by_name[n])}
         caps = {n: rooms[d.key][n].place for n in open_nodes}
         pending.append(_Kind(d.key, max(0, target - len(mine[d.key])), d.template.requests, caps))
-    free = _free(nodes, bound, leaving)
+    free = free_capacity(nodes, bound)  # pods leaving this pass still hold their requests until gone
     chosen = pack(pending, free, harvest)
 
     plans = {}
@@ -301,13 +300,11 @@ def plan_harvest(
         create = [(pod_name(d.key[1], next(slots)), node) for node in chosen[d.key]]
         placed = len(mine[d.key]) + len(create)
         plans[d.key] = HarvestPlan(create, delete[d.key], evict[d.key], d.wanted, placed, not d.utilization,
-                                   _message(d, kind, placed, rooms[d.key], harvest))  # fmt: skip
+                                   _message(d, kind, placed, harvest))  # fmt: skip
     return plans
 
 
-def _message(
-    d: SandboxDemand, kind: _Kind, placed: int, rooms: Mapping[str, NodeRoom], harvest: Mapping[str, float]
-) -> str:
+def _message(d: SandboxDemand, kind: _Kind, placed: int, harvest: Mapping[str, float]) -> str:
     cpu = d.template.requests.get("cpu", 0.0)
     if not d.utilization:
         return (f"CPU utilization unknown: {placed} of {d.wanted} sandbox pods placed by requests alone "
@@ -316,16 +313,6 @@ def _message(
     idle = sum(max(0.0, cap - harvest.get(n, 0.0)) for n, cap in kind.caps.items())
     more = f"; {missing} do not fit ({idle:.1f} harvestable cores on {len(kind.caps)} nodes, {cpu:g} per pod)"
     return f"{placed} of {d.wanted} sandbox pods placed on idle CPU" + (more if missing > 0 else "")
-
-
-def _free(nodes: Sequence[NodeInfo], bound: Sequence[PodInfo], leaving: set[str]) -> dict[str, Resources]:
-    """The scheduler's free resources per node (pods leaving this pass still hold theirs until gone)."""
-    free = {n.name: dict(n.allocatable) for n in nodes}
-    for p in bound:
-        if p.on in free and not p.terminal:
-            for k, v in p.requests.items():
-                free[p.on][k] = free[p.on].get(k, 0.0) - v
-    return free
 
 
 # ---------------------------------------------------------------------------------------------- packing

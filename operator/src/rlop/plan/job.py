@@ -13,7 +13,7 @@ from rlop.api.models import Phase, PoolStatus, RLJob, RLJobStatus
 from rlop.api.names import HASH_ANNOTATION
 from rlop.api.pools import autoscaled, fixed_replicas, pools
 from rlop.plan.gang import GangDecision, plan_gang
-from rlop.plan.harvest import Departed, HarvestPlan, SandboxDemand, plan_harvest
+from rlop.plan.harvest import Departed, HarvestPlan, JobKey, SandboxDemand, plan_harvest
 from rlop.plan.observed import ChildInfo, NodeInfo, PodInfo, owned_by, pod_requests
 from rlop.plan.readings import JobReadings
 from rlop.plan.render import Manifest, child_name, harvests, render, sandbox_pod, sandbox_template
@@ -188,9 +188,6 @@ def plan_job(
     )
     events += _transitions(old, status)
     return JobPlan(writes, drift, delete, list(gang.release), delete_pods, evict, status, events, scaling.pod_costs)
-
-
-JobKey = tuple[str, str]  # (namespace, name)
 
 
 def plan_pass(
