@@ -47,10 +47,12 @@ def condition(k: Kubectl, type_: str, job: str = "rl") -> dict[str, Any]:
     return next((c for c in conds if c["type"] == type_), {})
 
 
-def timeline(k: Kubectl, pool: str, seconds: float) -> list[tuple[float, int]]:
+def timeline(k: Kubectl, pool: str, seconds: float) -> list[tuple[float, float, int]]:
+    """(before, after, replicas) samples: the count was read between `before` and `after`."""
     out, end = [], time.monotonic() + seconds
-    while time.monotonic() < end:
-        out.append((time.monotonic(), replicas(k, pool)))
+    while (before := time.monotonic()) < end:
+        count = replicas(k, pool)
+        out.append((before, time.monotonic(), count))
         time.sleep(0.25)
     return out
 
@@ -67,10 +69,10 @@ def test_backlog_scales_up_at_the_policy_rate_and_down_only_after_the_window(
 
     exporter.set("test_backlog", 100, namespace=k.ns, rljob="rl", pool="rollout")  # wants 10, max 8
     seen = timeline(k, "rollout", 20)
-    assert seen[-1][1] == 8, seen
-    for t1, r1 in seen:  # never more than 2 pods added within one 4 s period
-        later = [r for t, r in seen if t1 < t < t1 + 3.5]
-        assert all(r - r1 <= 2 for r in later), (t1, r1, later)
+    assert seen[-1][2] == 8, seen
+    for since, _, r1 in seen:  # never more than 2 pods added within one 4 s period (1 s for write latency)
+        later = [r for _, until, r in seen if since < until < since + 3]
+        assert all(r - r1 <= 2 for r in later), (r1, later, seen)
     reasons = [e["reason"] for e in k.events("rl")]
     assert reasons.count("ScaledUp") >= 3
     status = k.get("rljob", "rl")["status"]["pools"]["rollout"]

@@ -93,7 +93,10 @@ def test_a_busy_node_loses_just_enough_pods_youngest_first() -> None:
     # 16 cores, utilization 0.75 of which 4 cores are ours: others use 8 -> place = 9.6 - 8 = 1.6, ceiling 3.2
     out = plan(4, [node("a", cpu=16), node("b", cpu=16)], {"a": 0.75, "b": 0.0}, own, own)
     assert [p for p, _ in out.evict] == ["j-sandbox-3", "j-sandbox-2", "j-sandbox-1"]
-    assert "node a is busy: CPU utilization 0.75 > 0.7" in out.evict[0][1]
+    why = "CPU utilization 0.75 (0.75 with its sandbox pods at their requests) > 0.7"
+    assert f"node a is busy: {why}" in out.evict[0][1]
+        "node a is busy: CPU utilization 0.75 (0.75 with its sandbox pods at their requests) > 0.7" in out.evict[0][1]
+    )
     assert [n for _, n in out.create] == ["b", "b", "b"]  # replaced on the idle node
     assert {p for p, _ in out.create}.isdisjoint({p.name for p in own})
 
@@ -167,3 +170,15 @@ def first_fit(count: int, req: dict[str, float], rooms: dict) -> list[str]:  # t
                     free[n][k] = free[n].get(k, 0) - v
                 break
     return out
+
+
+def test_a_same_named_job_in_another_namespace_is_not_ours() -> None:
+    """Its pods have our pods' names: they are neither counted as ours, scaled down, nor evicted."""
+    nodes = [node("a", cpu=16), node("b", cpu=16)]
+    ours = [sandbox(f"j-sandbox-{i}", "a") for i in range(3)]
+    theirs = [replace(p, namespace="other", node="b") for p in ours]
+    out = plan(3, nodes, {"a": 0.0, "b": 0.0}, ours + theirs, ours)
+    assert out.create == [] and out.delete == [] and out.evict == [] and out.placed == 3
+    busy = plan(3, nodes, {"a": 0.95, "b": 0.0}, ours + theirs, ours)
+    assert sorted(pod for pod, _ in busy.evict) == [p.name for p in ours]
+    assert [n for _, n in busy.create] == ["b"] * 3

@@ -63,6 +63,7 @@ GANG_RELEASED = "GangReleased"
 GANG_RESTART = "GangRestart"
 SANDBOX_PLACED = "SandboxPlaced"
 SANDBOX_EVICTED = "SandboxEvicted"
+SANDBOX_DELETED = "SandboxDeleted"
 
 # condition reasons that are worth a Warning even on a job's first pass
 PROBLEMS = (

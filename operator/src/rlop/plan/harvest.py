@@ -56,6 +56,7 @@ class NodeRoom:
     harvest: float  # cores requested by live harvest pods now
     free: Resources  # allocatable minus every pod's requests (scheduler view)
     load: float  # estimated utilization with live harvest pods counted at their requests
+    measured: float  # the utilization Prometheus reports (with no data: by requests)
 
     @property
     def room(self) -> float:
@@ -144,7 +145,7 @@ def node_rooms(
         if not utilization:  # by requests alone, as kube-scheduler would
             idle = free.get("cpu", 0.0)
             load = (alloc - idle) / alloc if alloc else 1.0
-            out[node.name] = NodeRoom(node.name, harvest + idle - reserve, math.inf, harvest, free, load)
+            out[node.name] = NodeRoom(node.name, harvest + idle - reserve, math.inf, harvest, free, load, load)
             continue
         shares = [seen_share(p.requests.get("cpu", 0.0), _created(p, now), None, now, window, scrape)
                   for p in here if p.harvest]  # fmt: skip
@@ -160,6 +161,7 @@ def node_rooms(
             harvest=harvest,
             free=free,
             load=(other_least + harvest) / alloc if alloc else 1.0,
+            measured=utilization[node.name],
         )
     return out
 
@@ -233,7 +235,8 @@ def _evictions(
             if harvest <= max(room.place, 0.0) + EPS:
                 continue
             limit = jobs[key].placement.max_node_utilization
-            out[key].append((pod.name, f"node {name} is busy: CPU utilization {room.load:.2f} > {limit:g}"))
+            why = f"CPU utilization {room.measured:.2f} ({room.load:.2f} with its sandbox pods at their requests)"
+            out[key].append((pod.name, f"node {name} is busy: {why} > {limit:g}"))
             harvest -= pod.requests.get("cpu", 0.0)
     return out
 
@@ -264,24 +267,24 @@ def plan_harvest(
     """
     by_name = {n.name: n for n in nodes}
     delete = {d.key: _lost(d, by_name) for d in demands}
-    gone = {name for d in demands for name, _ in delete[d.key]}
-    bound = [p for p in bound_pods if p.name not in gone or not p.harvest]
+    gone = {(d.key[0], name) for d in demands for name, _ in delete[d.key]}
+    bound = [p for p in bound_pods if (p.namespace, p.name) not in gone or not p.harvest]
     rooms = {d.key: node_rooms(nodes, d.utilization, bound, d.placement, now, departed) for d in demands}
     alive = [p for p in bound if p.harvest and p.on and not p.deleting and not p.terminal]
     evict = _evictions(demands, rooms, alive)
-    out_now = {name for pods in evict.values() for name, _ in pods}
+    out_now = {(key[0], name) for key, pods in evict.items() for name, _ in pods}
 
     mine: dict[JobKey, list[PodInfo]] = {}
     for d in demands:
-        names = {p.name for p in d.own}
-        mine[d.key] = [p for p in alive if p.name in names and p.name not in out_now]
+        names = {(p.namespace, p.name) for p in d.own}
+        mine[d.key] = [p for p in alive if (p.namespace, p.name) in names - out_now]
         extra = _scale_down(mine[d.key], d.wanted)
         delete[d.key] += [(p.name, "scaled down") for p in extra]
         mine[d.key] = [p for p in mine[d.key] if p not in extra]
-    leaving = out_now | {name for pods in delete.values() for name, _ in pods}
+    leaving = out_now | {(key[0], name) for key, pods in delete.items() for name, _ in pods}
     harvest = {n: 0.0 for n in by_name}
     for p in alive:
-        if p.name not in leaving and p.on in harvest:
+        if (p.namespace, p.name) not in leaving and p.on in harvest:
             harvest[p.on] += p.requests.get("cpu", 0.0)
 
     pending = []

@@ -18,7 +18,7 @@ from rlop.plan.observed import ChildInfo, NodeInfo, PodInfo, owned_by, pod_reque
 from rlop.plan.readings import JobReadings
 from rlop.plan.render import Manifest, child_name, harvests, render, sandbox_pod, sandbox_template
 from rlop.plan.scaling import Scaling, plan_scaling
-from rlop.plan.status import EVICT, RELEASE, ConditionUpdate, Event, find, set_condition
+from rlop.plan.status import DELETE_POD, EVICT, RELEASE, ConditionUpdate, Event, find, set_condition
 
 ChildKey = tuple[str, str]  # (kind, name)
 
@@ -161,6 +161,8 @@ def plan_job(
             message = f"placed {len(harvest.create)} sandbox pods on idle CPU: {where}"
             needs = tuple(("Pod", pod) for pod, _ in harvest.create)
             events.append(Event("Normal", R.SANDBOX_PLACED, message, needs=needs))
+        events += [Event("Normal", R.SANDBOX_DELETED, f"deleted {pod}: {why}", needs=((DELETE_POD, pod),))
+                   for pod, why in harvest.delete]  # fmt: skip
         delete_pods += harvest.delete
         evict = harvest.evict
     elif not harvests(job):  # sandbox pods rlop placed, but the spec no longer asks for harvesting
