@@ -95,8 +95,6 @@ def test_a_busy_node_loses_just_enough_pods_youngest_first() -> None:
     assert [p for p, _ in out.evict] == ["j-sandbox-3", "j-sandbox-2", "j-sandbox-1"]
     why = "CPU utilization 0.75 (0.75 with its sandbox pods at their requests) > 0.7"
     assert f"node a is busy: {why}" in out.evict[0][1]
-        "node a is busy: CPU utilization 0.75 (0.75 with its sandbox pods at their requests) > 0.7" in out.evict[0][1]
-    )
     assert [n for _, n in out.create] == ["b", "b", "b"]  # replaced on the idle node
     assert {p for p, _ in out.create}.isdisjoint({p.name for p in own})
 
