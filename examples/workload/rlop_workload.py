@@ -9,10 +9,15 @@ namespace, rljob and pool, under the names the example RLJob scales on:
 - rollout:    simulated generation, vLLM metric names (vllm:num_requests_waiting, vllm:num_requests_running)
 - reward:     scores completions (rlop_reward_pending)
 - sandbox:    really executes the submitted Python snippets in a resource-limited subprocess and checks
-              their output (rlop_sandbox_queue_depth, rlop_sandbox_verifications_total)
+              their output (rlop_sandbox_queue_depth, rlop_sandbox_verifications_total). Drained (rlop's
+              mark in RLOP_DRAIN_FILE) or stopped (SIGTERM), it turns NotReady, refuses new checks with a 503
+              marked as an infrastructure failure, finishes the ones in flight, and answers any it must cut
+              short the same way: a verdict is only ever a verdict.
 - trainer:    consumes batches, exports step time and staleness (rlop_trainer_step_seconds, ...)
 - controller: drives the asynchronous loop prompts -> rollout -> reward + sandbox -> trainer with a bounded
-              staleness; POST /load {"prompts_per_s": x, "checks_per_prompt": k} changes the load.
+              staleness; POST /load {"prompts_per_s": x, "checks_per_prompt": k} changes the load. A check
+              that fails for infrastructure (a 503, a reset connection) is retried, never scored as wrong
+              (rlop_controller_checks_total{outcome}: scored, retried, lost, misscored against the truth).
 
 With RLOP_SIMULATED=1 (rlop's demo on simulated nodes) one process stands for a whole pool and serves at
 the rate of the replicas rlop runs: POST /sim/replicas {"n": k}.
@@ -25,11 +30,13 @@ import json
 import os
 import random
 import resource
+import signal
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+import urllib.error
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -50,6 +57,10 @@ SLOTS_PER_REPLICA = int(os.environ.get("RLOP_SLOTS", "4"))
 
 def gauge(name: str, doc: str) -> Gauge:
     return Gauge(name, doc, list(LABELS)).labels(**LABELS)  # type: ignore[no-any-return]
+
+
+class Unavailable(Exception):
+    """Not a verdict: the replica cannot do this now (draining, stopping); try another one."""
 
 
 def post(url: str, body: dict[str, Any], timeout: float = 30) -> dict[str, Any]:
@@ -105,7 +116,8 @@ class Rollout:
         a, b = random.randint(1, 99), random.randint(1, 99)
         right = random.random() < 0.7  # the policy is right 70 % of the time
         code = f"print({a} + {b})" if right else f"print({a} - {b})"
-        return {"prompt": body.get("prompt"), "completion": code, "expected": str(a + b), "version": self.version}
+        sample = {"prompt": body.get("prompt"), "completion": code, "expected": str(a + b), "right": right}
+        return sample | {"version": self.version}
 
     def weights(self, body: dict[str, Any]) -> dict[str, Any]:
         self.version = int(body["version"])
@@ -142,16 +154,63 @@ def run_snippet(code: str, timeout: float = 5.0) -> tuple[bool, str]:
 
 
 class Sandbox:
-    def __init__(self) -> None:
+    """Verifies code; stops gracefully: drained or stopped, no new check, the ones in flight finished (or,
+    past the stop deadline, answered as infrastructure failures), never a made-up verdict."""
+
+    def __init__(self, drain_file: str = os.environ.get("RLOP_DRAIN_FILE", "")) -> None:
         self.slots = Slots(gauge("rlop_sandbox_queue_depth", "Verifications waiting for a slot"))
         self.results = Counter("rlop_sandbox_verifications", "Verifications run", [*LABELS, "result"])
+        self.draining_gauge = gauge("rlop_sandbox_draining", "1 once the replica stops taking checks")
         self.check_seconds = float(os.environ.get("RLOP_CHECK_SECONDS", "0.5"))  # a test suite's length
+        self.stop_seconds = float(os.environ.get("RLOP_STOP_SECONDS", "20"))  # below terminationGracePeriod
+        self.draining, self.aborted = threading.Event(), threading.Event()
+        self.inflight, self.lock = 0, threading.Lock()
+        self.drain_file = drain_file
+        threading.Thread(target=self.watch_drain, daemon=True).start()
+
+    def watch_drain(self) -> None:
+        """rlop's drain mark: the downward API file turns non-empty (the kubelet updates it in place)."""
+        while self.drain_file and not self.draining.is_set():
+            with contextlib.suppress(OSError), open(self.drain_file) as f:
+                if f.read().strip():
+                    self.drain()
+            time.sleep(0.5)
+
+    def drain(self) -> None:
+        self.draining.set()
+        self.draining_gauge.set(1)
+
+    def ready(self) -> bool:
+        return not self.draining.is_set()
+
+    def stop(self, exit_: Any = os._exit) -> None:
+        """SIGTERM: drain, wait for the checks in flight (up to stop_seconds), cut the rest short, exit."""
+        self.drain()
+        deadline = time.monotonic() + self.stop_seconds
+        while self.inflight and time.monotonic() < deadline:
+            time.sleep(0.1)
+        self.aborted.set()
+        while self.inflight and time.monotonic() < deadline + 2:  # their 503s go out
+            time.sleep(0.05)
+        exit_(0)
 
     def verify(self, body: dict[str, Any]) -> dict[str, Any]:
-        with self.slots:
-            started = time.monotonic()
-            ok, stdout = run_snippet(body["code"])
-            time.sleep(max(0.0, self.check_seconds - (time.monotonic() - started)))
+        if self.draining.is_set():
+            self.results.labels(**LABELS, result="refused").inc()
+            raise Unavailable("draining: this replica takes no new checks")
+        with self.lock:
+            self.inflight += 1
+        try:
+            with self.slots:
+                started = time.monotonic()
+                ok, stdout = run_snippet(body["code"])
+                self.aborted.wait(max(0.0, self.check_seconds - (time.monotonic() - started)))
+            if self.aborted.is_set():
+                self.results.labels(**LABELS, result="aborted").inc()
+                raise Unavailable("stopped mid-check: not a verdict")
+        finally:
+            with self.lock:
+                self.inflight -= 1
         passed = ok and stdout == body.get("expected")
         self.results.labels(**LABELS, result="pass" if passed else "fail").inc()
         return {"passed": passed, "stdout": stdout[:200]}
@@ -189,6 +248,7 @@ class Controller:
         self.max_staleness = int(os.environ.get("RLOP_MAX_STALENESS", "2"))
         self.prompts = Counter("rlop_controller_prompts", "Prompts issued", list(LABELS)).labels(**LABELS)
         self.inflight = gauge("rlop_controller_inflight", "Prompts between rollout and trainer")
+        self.checks_total = Counter("rlop_controller_checks", "Sandbox checks by outcome", [*LABELS, "outcome"])
         self.version, self.samples, self.lock = 0, [], threading.Lock()
         self.live = 0
         threading.Thread(target=self.drive, daemon=True).start()
@@ -223,10 +283,10 @@ class Controller:
             if urls["reward"]:
                 sample["score"] = post(f"{urls['reward']}/score", sample)["score"]
             if urls["sandbox"]:
-                checks = [post(f"{urls['sandbox']}/verify", {"code": sample["completion"],
-                                                              "expected": sample["expected"]})
-                          for _ in range(self.checks)]  # fmt: skip
-                sample["passed"] = all(c["passed"] for c in checks)
+                verdicts = [self.check(urls["sandbox"], sample) for _ in range(self.checks)]
+                if None in verdicts:
+                    return  # no verdict (the sandbox pool failed us): the sample is dropped, not scored
+                sample["passed"] = all(verdicts)
             self.collect(sample)
         except OSError:
             pass
@@ -234,6 +294,25 @@ class Controller:
             with self.lock:
                 self.live -= 1
                 self.inflight.set(self.live)
+
+    def check(self, url: str, sample: dict[str, Any], attempts: int = 8) -> bool | None:
+        """One verification: an infrastructure failure (a 503, a refused or reset connection) is retried,
+        on whichever replica the Service picks; None when every attempt failed so."""
+        outcome = self.checks_total.labels
+        for attempt in range(attempts):
+            try:
+                verdict = bool(post(f"{url}/verify", {"code": sample["completion"], "expected": sample["expected"]})
+                               ["passed"])  # fmt: skip
+            except (OSError, ValueError):  # urllib's HTTPError (503 included) is an OSError
+                outcome(**LABELS, outcome="retried").inc()
+                time.sleep(0.2 * (attempt + 1))
+                continue
+            outcome(**LABELS, outcome="scored").inc()
+            if "right" in sample and verdict != sample["right"]:
+                outcome(**LABELS, outcome="misscored").inc()
+            return verdict
+        outcome(**LABELS, outcome="lost").inc()
+        return None
 
     def collect(self, sample: dict[str, Any]) -> None:
         with self.lock:
@@ -293,37 +372,54 @@ ROLES = {"rollout": (Rollout, {"/generate": "generate", "/weights": "weights"}),
          "controller": (Controller, {"/load": "load"})}  # fmt: skip
 
 
-def main() -> None:
-    cls, routes = ROLES[ROLE]
-    role = cls()  # type: ignore[abstract]
-    serve_metrics(METRICS_PORT)
+def server(role: Any, routes: dict[str, str], port: int) -> QuietServer:
+    """The role's HTTP API: its POST routes, GET /healthz, GET /ready (503 while draining); Unavailable
+    becomes a 503 whose body says it is an infrastructure failure, not a verdict."""
 
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:
             body = read_body(self)
-            if self.path == "/sim/replicas" and SIMULATED and hasattr(role, "slots"):
-                role.slots.resize(int(body["n"]))
-                out: dict[str, Any] = {"replicas": body["n"]}
-            elif self.path in routes:
-                out = getattr(role, routes[self.path])(body)
-            else:
-                self.send_error(404)
+            try:
+                if self.path == "/sim/replicas" and SIMULATED and hasattr(role, "slots"):
+                    role.slots.resize(int(body["n"]))
+                    out: dict[str, Any] = {"replicas": body["n"]}
+                elif self.path in routes:
+                    out = getattr(role, routes[self.path])(body)
+                else:
+                    self.send_error(404)
+                    return
+            except Unavailable as e:
+                self.reply(503, {"error": str(e), "infrastructure": True})
                 return
+            self.reply(200, out)
+
+        def do_GET(self) -> None:
+            ready = getattr(role, "ready", lambda: True)()
+            code = {"/healthz": 200, "/ready": 200 if ready else 503}.get(self.path, 404)
+            self.send_response(code)
+            self.end_headers()
+
+        def reply(self, code: int, out: dict[str, Any]) -> None:
             data = json.dumps(out).encode()
-            self.send_response(200)
+            self.send_response(code)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()
             self.wfile.write(data)
 
-        def do_GET(self) -> None:
-            self.send_response(200 if self.path == "/healthz" else 404)
-            self.end_headers()
-
         def log_message(self, *args: Any) -> None:
             pass
 
-    QuietServer(("0.0.0.0", PORT), Handler).serve_forever()
+    return QuietServer(("0.0.0.0", port), Handler)
+
+
+def main() -> None:
+    cls, routes = ROLES[ROLE]
+    role = cls()  # type: ignore[abstract]
+    serve_metrics(METRICS_PORT)
+    if isinstance(role, Sandbox):  # stop gracefully: the handler returns at once, the drain runs beside
+        signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=role.stop, daemon=True).start())
+    server(role, routes, PORT).serve_forever()
 
 
 if __name__ == "__main__":

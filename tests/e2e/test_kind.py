@@ -166,11 +166,20 @@ def sandbox_spec(k: Kubectl, autoscale: dict[str, Any], placement: dict[str, Any
     k("patch", "rljob", JOB, "--type=merge", "-p", json.dumps(patch))
 
 
-def test_busy_cpu_node_evicts_its_sandbox_pods(kind: KindCluster, k: Kubectl) -> None:
+def checks(kind: KindCluster) -> dict[str, float]:
+    """The RL controller's sandbox checks so far, by outcome (scored, retried, lost, misscored)."""
+    res = kind.promql(f'sum by (outcome) (rlop_controller_checks_total{{namespace="{NS}"}})')
+    return {r["metric"]["outcome"]: float(r["value"][1]) for r in res}
+
+
+def test_busy_cpu_node_drains_then_evicts_its_sandbox_pods_and_no_check_is_lost_or_misscored(
+    kind: KindCluster, k: Kubectl
+) -> None:
     # thresholds for nodes that share the host's CPUs (a user's edit, taken live); the pool's size fixed so
-    # that only placement moves pods
-    sandbox_spec(k, {"minReplicas": 4, "maxReplicas": 4}, SHARED_HOST_PLACEMENT)
-    kind.post(NS, f"{JOB}-controller", 8000, "/load", {"prompts_per_s": 2, "checks_per_prompt": 1})
+    # that only placement moves pods; at 4 checks per second of 0.5 s, some are in flight when a pod is marked
+    sandbox_spec(k, {"minReplicas": 4, "maxReplicas": 4}, {**SHARED_HOST_PLACEMENT, "drainSeconds": 10})
+    kind.post(NS, f"{JOB}-controller", 8000, "/load", {"prompts_per_s": 4, "checks_per_prompt": 1})
+    wait_for(lambda: checks(kind).get("scored", 0) > 0, timeout=120, what="checks scored, seen by Prometheus")
 
     def busiest() -> str | None:
         """The node with the most of the pool's pods, once all 4 run on more than one node."""
@@ -178,14 +187,27 @@ def test_busy_cpu_node_evicts_its_sandbox_pods(kind: KindCluster, k: Kubectl) ->
         return max(on, key=on.count) if len(on) == 4 and len(set(on)) > 1 else None
 
     busy = wait_for(busiest, timeout=180, what="4 sandbox pods running, on more than one node")
+    before = checks(kind)
     k.apply(busy_pod("burner", NS, busy))
     try:
+        draining = wait_for(lambda: [e["message"] for e in k.events(JOB) if e["reason"] == "SandboxDraining"],
+                            timeout=240, what=f"SandboxDraining once {busy} is busy")  # fmt: skip
+        assert all(busy in m for m in draining), draining
+        marked = [p for p in pods(k, "sandbox") if (p["metadata"].get("annotations") or {}).get("rlop.dev/drain")]
+        assert marked and all(p["spec"]["nodeName"] == busy for p in marked), marked
         evicted = wait_for(lambda: [e["message"] for e in k.events(JOB) if e["reason"] == "SandboxEvicted"],
-                           timeout=240, what=f"SandboxEvicted once {busy} is busy")  # fmt: skip
-        assert all(busy in m for m in evicted), evicted
+                           timeout=120, what="SandboxEvicted once the drain is over")  # fmt: skip
+        assert all("drained since" in m for m in evicted), evicted
         wait_for(lambda: not [p for p in pods(k, "sandbox", running=False) if p["spec"].get("nodeName") == busy],
                  timeout=120, what=f"no sandbox pod left on {busy}")  # fmt: skip
         assert pods(k, "sandbox"), "the pool kept running on the other nodes"
+        # the pods saw the mark through the downward API and stopped taking checks
+        saw = kind.promql(f'max_over_time(rlop_sandbox_draining{{namespace="{NS}"}}[10m]) == 1')
+        assert saw, "no sandbox pod reported the drain mark"
+        time.sleep(10)  # the last checks retried and scraped
+        after = checks(kind)
+        delta = {o: after.get(o, 0) - before.get(o, 0) for o in ("scored", "retried", "lost", "misscored")}
+        assert delta["scored"] > 0 and delta["lost"] == 0 and delta["misscored"] == 0, delta
     finally:
         k("delete", "pod", "burner", "--grace-period=0", "--force", check=False)
         example = yaml.safe_load(EXAMPLE.read_text())["spec"]["pools"]["sandbox"]

@@ -43,7 +43,7 @@ def set_util(exporter: Exporter, prometheus: DevPrometheus, **util: float) -> No
     wait_for(served, 30, f"Prometheus to serve {want}")
 
 
-def rljob(replicas: int) -> dict[str, Any]:
+def rljob(replicas: int, drain: int = 0) -> dict[str, Any]:
     tpl = {"spec": {"containers": [{"name": "t", "image": "img", "resources": {"requests": {"cpu": "100m"}}}]}}
     sandbox = {
         "spec": {
@@ -56,6 +56,7 @@ def rljob(replicas: int) -> dict[str, Any]:
         "nodeSelector": {"harvest-test": "true"},
         "maxNodeUtilization": 0.7,
         "utilizationQuery": "max by (node) (test_node_utilization)",
+        "drainSeconds": drain,
     }
     return {
         "apiVersion": "rlop.dev/v1alpha1", "kind": "RLJob", "metadata": {"name": "hv"},
@@ -108,6 +109,34 @@ def test_a_busy_node_loses_its_sandbox_pods_which_reappear_elsewhere(
     wait_for(lambda: sandbox_nodes(k) == Counter({"h-big": 3}), 30, "replaced on h-big")
     evictions = [e for e in k.events("hv") if e["reason"] == "SandboxEvicted" and "h-small" in e["message"]]
     assert len(evictions) == 3 and "node h-small is busy" in evictions[0]["message"]
+
+
+def test_a_busy_node_drains_its_sandbox_pods_first_and_evicts_them_when_the_drain_is_over(
+    k: Kubectl, operator: Operator, exporter: Exporter, prometheus: DevPrometheus, harvest_nodes: list[str]
+) -> None:
+    set_util(exporter, prometheus, h_small=0.0, h_mid=0.9, h_big=0.9)
+    k.apply(rljob(3, drain=6))
+    wait_for(lambda: sandbox_nodes(k) == Counter({"h-small": 3}), 60, "3 pods on h-small")
+    set_util(exporter, prometheus, h_small=0.95, h_big=0.0)
+
+    def marks() -> dict[str, str]:
+        pods = k.items("pods", "rlop.dev/pool=sandbox")
+        return {p["metadata"]["name"]: a["rlop.dev/drain"] for p in pods
+                if "rlop.dev/drain" in (a := p["metadata"].get("annotations") or {})}  # fmt: skip
+
+    marked = wait_for(lambda: len(m := marks()) == 3 and m, 30, "3 pods marked draining")
+    marked_at = time.monotonic()
+    # replaced at once, while the drained pods still run
+    wait_for(lambda: sandbox_nodes(k) == Counter({"h-small": 3, "h-big": 3}), 30, "replacements on h-big")
+    assert marks() == marked  # marked once: the drain does not restart
+    assert k.get("rljob", "hv")["status"]["pools"]["sandbox"]["ready"] <= 3  # draining pods are not ready
+    wait_for(lambda: "h-small" not in sandbox_nodes(k), 40, "the drained pods evicted")
+    assert time.monotonic() - marked_at >= 5, "evicted before the drain was over"
+    events = k.events("hv")
+    draining = [e["message"] for e in events if e["reason"] == "SandboxDraining"]
+    evicted = [e["message"] for e in events if e["reason"] == "SandboxEvicted"]
+    assert len(draining) == 3 and all("node h-small is busy" in m and "for 6s" in m for m in draining), draining
+    assert len(evicted) == 3 and all("drained since" in m and "h-small is busy" in m for m in evicted), evicted
 
 
 def test_a_regular_pod_preempts_a_sandbox_pod(

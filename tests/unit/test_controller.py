@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
+from rlop.api.names import DRAIN_ANNOTATION, DRAIN_REASON_ANNOTATION
 from rlop.config import Config
 from rlop.controller import Controller
 from rlop.dev import REPO
@@ -233,6 +234,19 @@ def test_a_new_pod_that_takes_a_removed_pods_name_is_not_terminating() -> None:
     old, new = pod("t-0", namespace="ns", uid="old"), pod("t-0", namespace="ns", uid="new")
     assert [p.deleting for p in expect.pods([old])] == [True]
     assert [p.deleting for p in expect.pods([new])] == [False]
+
+
+def test_a_pod_marked_draining_stays_marked_while_the_watch_lags() -> None:
+    """So the next pass neither marks it again (its drain would restart) nor counts it as placed."""
+    clock = Clock()
+    expect = Expectations(clock=clock)
+    mark = {DRAIN_ANNOTATION: "2026-12-01T00:00:00Z", DRAIN_REASON_ANNOTATION: "scaled down"}
+    expect.draining("ns", "s-0", "u1", mark)
+    lagging, other = pod("s-0", namespace="ns", uid="u1"), pod("s-0", namespace="ns", uid="u2")
+    assert [(p.draining, p.drain_reason) for p in expect.pods([lagging])] == [("2026-12-01T00:00:00Z", "scaled down")]
+    assert [p.draining for p in expect.pods([other])] == [""]  # a new pod of that name is not draining
+    clock.now += WATCH_LAG
+    assert [p.draining for p in expect.pods([lagging])] == [""]
 
 
 @pytest.mark.parametrize("ok", [True, False])

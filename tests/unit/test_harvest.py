@@ -15,7 +15,8 @@ from rlop.plan.observed import NodeInfo, PodInfo
 
 from .builders import node, pod
 
-PLACEMENT = Placement(max_node_utilization=0.7, hysteresis=0.1, reserved_cpu="0")
+PLACEMENT = Placement(max_node_utilization=0.7, hysteresis=0.1, reserved_cpu="0", drain_seconds=0)
+DRAINED = PLACEMENT.model_copy(update={"drain_seconds": 30})
 REQ = {"cpu": 1.0, "memory": 2**30, "pods": 1.0}
 TEMPLATE = PodInfo(name="t", requests=REQ)
 
@@ -115,6 +116,33 @@ def test_scale_down_empties_the_least_used_node_first() -> None:
     own = [sandbox("j-sandbox-0", "a"), sandbox("j-sandbox-1", "a"), sandbox("j-sandbox-2", "b")]
     out = plan(2, [node("a"), node("b")], {"a": 0.0, "b": 0.0}, own, own)
     assert out.delete == [("j-sandbox-2", "scaled down")]
+
+
+def test_with_a_drain_pods_are_marked_first_and_replaced_at_once() -> None:
+    """Busy node and scale-down alike: marked draining (not evicted, not deleted), no longer counted as
+    placed, their replacements created in the same pass."""
+    own = [sandbox(f"j-sandbox-{i}", "a", created=f"2026-01-01T00:00:0{i}Z") for i in range(4)]
+    out = plan(4, [node("a", cpu=16), node("b", cpu=16)], {"a": 0.75, "b": 0.0}, own, own, DRAINED)
+    assert [p for p, _ in out.drain] == ["j-sandbox-3", "j-sandbox-2", "j-sandbox-1"]
+    assert out.evict == [] and out.delete == [] and out.placed == 4
+    assert [n for _, n in out.create] == ["b", "b", "b"]
+    down = plan(1, [node("a"), node("b")], {"a": 0.0, "b": 0.0}, own[:2], own[:2], DRAINED)
+    assert down.drain == [("j-sandbox-1", "scaled down")] and down.delete == [] and down.placed == 1
+
+
+def test_draining_pods_are_not_harvest_and_not_chosen_again() -> None:
+    since = "2026-11-30T23:59:50Z"  # 10 s before NOW: still draining
+    own = [replace(sandbox(f"j-sandbox-{i}", "a"), draining=since if i < 2 else "") for i in range(4)]
+    out = plan(2, [node("a", cpu=16)], {"a": 0.0}, own, own, DRAINED)
+    assert out.drain == out.evict == out.delete == out.create == [] and out.placed == 2
+    room = node_rooms([node("a", cpu=16)], {"a": 0.0}, own, DRAINED, NOW)["a"]
+    assert room.harvest == 2
+
+
+def test_a_drain_begun_under_a_longer_drain_seconds_ends_when_it_is_lowered_to_zero() -> None:
+    own = [replace(sandbox("j-sandbox-0", "a"), draining="2026-11-30T23:59:59Z", drain_reason="scaled down")]
+    out = plan(0, [node("a")], {"a": 0.0}, own, own, PLACEMENT)
+    assert out.evict == [("j-sandbox-0", "drained since 2026-11-30T23:59:59Z: scaled down")]
 
 
 def test_pods_on_lost_nodes_are_replaced() -> None:

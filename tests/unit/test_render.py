@@ -95,6 +95,27 @@ def test_harvested_sandbox_pods_are_pinned_hardened_and_low_priority() -> None:
     assert pod["metadata"]["labels"]["rlop.dev/harvest"] == "true"
 
 
+def test_harvested_sandbox_pods_see_their_drain_mark_whatever_the_template_says() -> None:
+    """A downward API file of the rlop.dev/drain annotation in every container; a template volume, mount or
+    variable of the same name does not replace it."""
+    hostile = {**container(requests={"cpu": 1, "memory": "1Gi"}),
+               "env": [{"name": "RLOP_DRAIN_FILE", "value": "/dev/null"}],
+               "volumeMounts": [{"name": "rlop-drain", "mountPath": "/data"}]}  # fmt: skip
+    plain = {**container(requests={"cpu": 1, "memory": "1Gi"}), "name": "side"}
+    tpl = {"spec": {"containers": [hostile, plain], "volumes": [{"name": "rlop-drain", "emptyDir": {}}]}}
+    spec = sandbox_pod(job(sandbox={"replicas": 1, "template": tpl}), "j-sandbox-0", "cpu-3")["spec"]
+    drain = [v for v in spec["volumes"] if v["name"] == "rlop-drain"]
+    field = "metadata.annotations['rlop.dev/drain']"
+    assert drain == [
+        {"name": "rlop-drain", "downwardAPI": {"items": [{"path": "drain", "fieldRef": {"fieldPath": field}}]}}
+    ]
+    for c in spec["containers"]:
+        assert [m for m in c["volumeMounts"] if m["name"] == "rlop-drain"] == [
+            {"name": "rlop-drain", "mountPath": "/etc/rlop", "readOnly": True}
+        ]
+        assert [e["value"] for e in c["env"] if e["name"] == "RLOP_DRAIN_FILE"] == ["/etc/rlop/drain"]
+
+
 def test_every_sandbox_container_is_hardened_init_containers_too() -> None:
     weak = {"runAsNonRoot": False, "allowPrivilegeEscalation": True, "runAsUser": 0, "capabilities": {"add": ["X"]}}
     probe = {"httpGet": {"host": "169.254.169.254", "port": 80}}

@@ -66,8 +66,9 @@ def test_placement_and_evictions_for_given_nodes() -> None:
     state = {"pools": {"sandbox": {"desired": 4}}}
     out = what_if(example(), {"sandbox": [16]}, state, T0, nodes)
     assert out["pools"]["sandbox"]["desired"] == 4
-    assert {e["pod"] for e in out["evictions"]} == {"grpo-math-sandbox-cpu-1-0", "grpo-math-sandbox-cpu-1-1"}
-    assert "node cpu-1 is busy" in out["evictions"][0]["reason"]
+    assert out["evictions"] == []  # drained first (drainSeconds 30), evicted in a later pass
+    assert {e["pod"] for e in out["draining"]} == {"grpo-math-sandbox-cpu-1-0", "grpo-math-sandbox-cpu-1-1"}
+    assert "node cpu-1 is busy" in out["draining"][0]["reason"]
     assert set(out["placement"]) == {"cpu-0"} and len(out["placement"]["cpu-0"]) == 4
     assert out["created"] == out["placement"]["cpu-0"][2:]
     assert out["rooms"]["cpu-1"]["harvestCores"] == 0.5 and out["rooms"]["cpu-1"]["ceilingCores"] < 0.5

@@ -30,7 +30,7 @@ from rlop.plan.job import JobObservation, JobPlan, owned, plan_pass, with_apply_
 from rlop.plan.observed import ChildInfo, NodeInfo, PodInfo, controller_owner, owned_by, pod_info, version
 from rlop.plan.readings import Answer, JobReadings, QueryKey, queries, read
 from rlop.plan.render import Manifest
-from rlop.plan.status import COST, DELETE_POD, EVICT, RELEASE, ConditionUpdate, Event, find, set_condition
+from rlop.plan.status import COST, DELETE_POD, DRAIN, EVICT, RELEASE, ConditionUpdate, Event, find, set_condition
 from rlop.prom.client import Request, Result
 
 log = logging.getLogger("rlop")
@@ -265,7 +265,7 @@ class Controller:
             try:
                 refusals, done, corrected = await self.execute(job, plan, planned.obs)
                 if full:  # sandbox pods are placed and evicted in full passes only: refusals hold until the next
-                    self.expect.hold(key, [r for r in refusals if r[0] in ("Pod", EVICT)])
+                    self.expect.hold(key, [r for r in refusals if r[0] in ("Pod", EVICT, DRAIN)])
                 else:
                     refusals += self.expect.held(key)
                 errors = [message for _, _, message in refusals]
@@ -345,6 +345,9 @@ class Controller:
         for pod, _ in plan.delete_pods:
             if await attempt((DELETE_POD, pod), "delete-pod", self.kube.delete("Pod", ns, pod)):
                 self.expect.removed(ns, pod, uids.get(pod, ""))
+        for pod, mark in plan.drain.items():
+            if await attempt((DRAIN, pod), "drain", self.kube.annotate_pod(ns, pod, mark)):
+                self.expect.draining(ns, pod, uids.get(pod, ""), mark)
         for pod, _ in plan.evict:  # refused with 429 (a PodDisruptionBudget says not now): tried next interval
             if await attempt((EVICT, pod), "evict", self.kube.evict(ns, pod)):
                 self.expect.removed(ns, pod, uids.get(pod, ""))

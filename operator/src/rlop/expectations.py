@@ -1,15 +1,17 @@
 """rlop's memory of its own writes until the watches show them (kube-controller-manager's
-ControllerExpectations habit): the status it last wrote, the version each apply left, pods it created or
-removed moments ago, and the sandbox writes refused in the last full pass. Memory only corrects what is
-observed; dropping it all (a restart, a change of leader) costs one re-apply of unchanged children."""
+ControllerExpectations habit): the status it last wrote, the version each apply left, pods it created,
+removed or marked draining moments ago, and the sandbox writes refused in the last full pass. Memory only
+corrects what is observed; dropping it all (a restart, a change of leader) costs one re-apply of unchanged
+children."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from rlop.api.models import RLJobStatus
+from rlop.api.names import DRAIN_ANNOTATION, DRAIN_REASON_ANNOTATION
 from rlop.plan.harvest import JobKey
 from rlop.plan.job import ChildKey
 from rlop.plan.observed import PodInfo
@@ -36,6 +38,7 @@ class Expectations:
         self._applied: dict[JobKey, dict[ChildKey, Applied]] = {}
         self._created: dict[PodKey, tuple[PodInfo, float]] = {}
         self._removed: dict[PodKey, tuple[str, float]] = {}  # -> (uid, when)
+        self._draining: dict[PodKey, tuple[str, Mapping[str, str], float]] = {}  # -> (uid, mark, when)
         self._refused: dict[JobKey, list[Refusal]] = {}
 
     def forget_job(self, key: JobKey) -> None:
@@ -86,19 +89,32 @@ class Expectations:
         self._removed[(namespace, name)] = (uid, self.clock())
         self._created.pop((namespace, name), None)
 
+    def draining(self, namespace: str, name: str, uid: str, mark: Mapping[str, str]) -> None:
+        """A sandbox pod marked draining: so it stays, whatever the watch still shows (its drain begins once)."""
+        self._draining[(namespace, name)] = (uid, mark, self.clock())
+
     def pods(self, watched: Sequence[PodInfo], job: JobKey | None = None) -> list[PodInfo]:
         """Pods as the watch shows them, corrected by rlop's own writes the watch has not shown yet
         (with `job`, only the pods created for that job are added)."""
         now = self.clock()
         self._created = {k: v for k, v in self._created.items() if now - v[1] < WATCH_LAG}
         self._removed = {k: v for k, v in self._removed.items() if now - v[1] < WATCH_LAG}
+        self._draining = {k: v for k, v in self._draining.items() if now - v[2] < WATCH_LAG}
 
         def gone(p: PodInfo) -> bool:
             uid, _ = self._removed.get((p.namespace, p.name), (None, 0.0))
             return uid is not None and (not uid or not p.uid or uid == p.uid)
 
+        def marked(p: PodInfo) -> PodInfo:
+            uid, mark, _ = self._draining.get((p.namespace, p.name), (None, {}, 0.0))
+            if p.draining or uid is None or (uid and p.uid and uid != p.uid):
+                return p
+            return replace(
+                p, draining=mark.get(DRAIN_ANNOTATION, ""), drain_reason=mark.get(DRAIN_REASON_ANNOTATION, "")
+            )
+
         seen = {(p.namespace, p.name) for p in watched}
-        out = [replace(p, deleting=True) if gone(p) else p for p in watched]
+        out = [replace(p, deleting=True) if gone(p) else marked(p) for p in watched]
         for (ns, name), (pod, _) in self._created.items():
             if (ns, name) not in seen and (ns, name) not in self._removed and (job is None or (ns, pod.job) == job):
                 out.append(pod)

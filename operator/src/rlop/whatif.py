@@ -10,7 +10,8 @@ functions a pass uses (`plan.readings.read`, `plan.job.plan_pass`). Inputs (JSON
 - replicas (optional): ``{"<pool>": n}`` the current replicas (default: the state's, else minReplicas).
 - pods (optional): ``{"<pool>": {"existing": n, "ready": m}}`` (default: every replica exists and is ready).
 - nodes (optional): ``[{"name", "cpu", "memory", ...}]``, see README; the output then has ``placement``,
-  ``evictions`` and each candidate node's ``room`` for sandbox pods.
+  ``evictions``, ``draining`` (pods to mark, evicted once their drain is over) and each candidate node's
+  ``room`` for sandbox pods.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from pydantic import ValidationError
 
 from rlop.api import reasons as R
 from rlop.api.models import PoolStatus, RLJob, RLJobStatus
+from rlop.api.names import DRAIN_REASON_ANNOTATION
 from rlop.api.pools import autoscaled
 from rlop.plan.harvest import node_rooms
 from rlop.plan.job import JobObservation, JobPlan, base_replicas, plan_pass
@@ -229,7 +231,7 @@ def _placement(
     out: dict[str, Any], job: RLJob, plan: JobPlan, sandbox: Sequence[PodInfo], nodes: Sequence[NodeInfo],
     utilization: Mapping[str, float] | None, bound: Sequence[PodInfo], now: datetime,
 ) -> None:  # fmt: skip
-    gone = {p for p, _ in plan.delete_pods} | {p for p, _ in plan.evict}
+    gone = {p for p, _ in plan.delete_pods} | {p for p, _ in plan.evict} | set(plan.drain)
     placement: dict[str, list[str]] = {n.name: [] for n in nodes}
     for p in sandbox:
         if p.name not in gone and p.on:
@@ -240,6 +242,7 @@ def _placement(
     out["placement"] = {node: names for node, names in placement.items() if names}
     out["created"] = [m["metadata"]["name"] for m in created]
     out["evictions"] = [{"pod": p, "reason": why} for p, why in plan.evict]
+    out["draining"] = [{"pod": p, "reason": mark[DRAIN_REASON_ANNOTATION]} for p, mark in plan.drain.items()]
     out["deletions"] = [{"pod": p, "reason": why} for p, why in plan.delete_pods]
     sandbox_spec = job.spec.pools.sandbox
     if sandbox_spec is not None and harvests(job):

@@ -390,6 +390,14 @@ class Placement(ApiModel):
     utilization_scrape_seconds: int = Field(
         default=15, ge=0, le=600, description="How old the newest sample behind utilizationQuery may be."
     )
+    drain_seconds: int = Field(
+        default=30,
+        ge=0,
+        le=3600,
+        description="Before a sandbox pod is evicted (busy node) or scaled down, it is marked draining (the "
+        "annotation rlop.dev/drain, which the pod reads at /etc/rlop/drain) and given this long to finish its "
+        "checks and stop taking new ones; it is then evicted. 0: at once, unmarked.",
+    )
     priority_class_name: str = Field(default=HARVEST_PRIORITY_CLASS_NAME, min_length=1, max_length=253)
     utilization_query: str = _query(
         "PromQL: one series per node (label `node`), CPU utilization in [0, 1].", default=DEFAULT_UTILIZATION_QUERY

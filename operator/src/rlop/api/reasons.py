@@ -64,6 +64,7 @@ GANG_RESTART = "GangRestart"
 SANDBOX_PLACED = "SandboxPlaced"
 SANDBOX_EVICTED = "SandboxEvicted"
 SANDBOX_DELETED = "SandboxDeleted"
+SANDBOX_DRAINING = "SandboxDraining"
 
 # condition reasons that are worth a Warning even on a job's first pass
 PROBLEMS = (

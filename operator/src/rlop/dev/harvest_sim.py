@@ -4,7 +4,9 @@ Nodes carry other workloads whose CPU follows a trace; several jobs want sandbox
 seconds the harvest planner runs on what rlop would observe: pods with their creation times, terminating
 pods, departures, and a *delayed* utilization metric — the mean CPU over the last `window` seconds, as
 scraped every `scrape` seconds (a `rate(...[1m])`). Created pods start at once and use their requests;
-evicted pods terminate for `grace` seconds, still running, then are gone.
+draining pods (the placement's `drainSeconds`) keep running until rlop evicts them; evicted pods terminate
+for `grace` seconds, still running, then are gone. An eviction is counted once, when it is decided (the
+drain begins or, without one, the pod is evicted).
 
 With `oracle=True` the metric is the true instantaneous CPU and the planner is told there is no lag: the
 evictions it makes are the ones needed.
@@ -49,6 +51,7 @@ class _Pod:
     cpu: float
     memory: float
     created: float
+    draining: float | None = None
     evicted: float | None = None
 
 
@@ -57,7 +60,7 @@ class SimResult:
     evictions: int = 0
     placements: int = 0
     flaps: int = 0
-    core_hours: float = 0.0  # harvested: sandbox cores running (not terminating), integrated
+    core_hours: float = 0.0  # harvested: sandbox cores running (not draining or terminating), integrated
     over_core_seconds: float = 0.0  # CPU above maxNodeUtilization * allocatable, integrated
     node_hours: float = 0.0
     most_pods: dict[str, int] = field(default_factory=dict)  # node -> the most live sandbox pods it held
@@ -104,8 +107,8 @@ def simulate(
             used = n.load(t) + sum(p.cpu for p in here)
             history[n.name].append(used)
             out.over_core_seconds += max(0.0, used - placement.max_node_utilization * n.cpu)
-            out.core_hours += sum(p.cpu for p in here if p.evicted is None) / 3600
-            live = sum(1 for p in here if p.evicted is None)
+            live = sum(1 for p in here if p.evicted is None and p.draining is None)
+            out.core_hours += sum(p.cpu for p in here if p.evicted is None and p.draining is None) / 3600
             out.most_pods[n.name] = max(out.most_pods.get(n.name, 0), live)
         if second % int(scrape) == 0 or oracle:
             for n in nodes:
@@ -122,6 +125,7 @@ def simulate(
                 requests={"cpu": p.cpu, "memory": p.memory, "pods": 1.0},
                 phase="Running",
                 deleting=p.evicted is not None,
+                draining=_iso(p.draining) if p.draining is not None else "",
                 job=p.job,
                 pool="sandbox",
                 harvest=True,
@@ -147,10 +151,15 @@ def simulate(
         plans = plan_harvest(demands, infos, tenants + sandbox, now, departed)
         for j in jobs:
             plan = plans[("sim", j.name)]
-            for name, _ in plan.evict + plan.delete:
-                pods[name].evicted = t
+            for name, _ in plan.drain:
+                pods[name].draining = t
                 out.evictions += 1
                 _act(out, last, t, pods[name].node, "evict", name)
+            for name, _ in plan.evict + plan.delete:
+                if pods[name].draining is None:
+                    out.evictions += 1
+                    _act(out, last, t, pods[name].node, "evict", name)
+                pods[name].evicted = t
             for name, node in plan.create:
                 pods[name] = _Pod(name, j.name, node, j.cpu, j.memory, t)
                 out.placements += 1

@@ -10,7 +10,7 @@ band (the scrape's age), placing assumes the most other load and evicting the le
     seen     = sum over harvest pods on the node (every RLJob; terminating ones, and ones gone lately) of
                requested CPU * (the share of the metric's window the pod ran in)
     other    = max(0, utilization * allocatable - seen)          cores used by everything else
-    harvest  = CPU requested by the live (not terminating) harvest pods on the node
+    harvest  = CPU requested by the live (not draining, not terminating) harvest pods on the node
     place    = min(allocatable - requests of non-harvest pods,
                    (maxNodeUtilization - hysteresis) * allocatable - other) - reservedCPU
     ceiling  = maxNodeUtilization * allocatable - other
@@ -19,6 +19,10 @@ New pods go where `harvest + new <= place` (and the scheduler's free resources h
 `harvest > ceiling` the node is busy and just enough sandbox pods (youngest first, of the jobs whose ceiling
 is crossed) are evicted to bring `harvest` back under `place`. Terminating pods are not harvest any more, so
 they are never evicted twice. The gap between the two thresholds keeps a node from flapping.
+
+Graceful: with `drainSeconds`, a pod to evict or scale down is first marked draining (it stops taking work
+and finishes its checks; it is no longer harvest, and its replacement is placed at once) and evicted once
+the drain is over. A drain, once begun, is not undone.
 
 All jobs' pending pods are packed together: the most pods placed first, then the fewest nodes hosting
 sandbox pods. One job's identical pods are packed exactly by a greedy rule; several jobs exactly by a
@@ -76,9 +80,17 @@ class Departed:
     gone: datetime
 
 
+def _time(stamp: str, now: datetime) -> datetime:
+    """An RFC 3339 time; "" (or a value that is not one) is now."""
+    try:
+        return datetime.fromisoformat(stamp.replace("Z", "+00:00")) if stamp else now
+    except ValueError:
+        return now
+
+
 def _created(pod: PodInfo, now: datetime) -> datetime:
     """When the pod was created; a pod not yet seen by the API server is brand new."""
-    return datetime.fromisoformat(pod.created.replace("Z", "+00:00")) if pod.created else now
+    return _time(pod.created, now)
 
 
 def seen_share(
@@ -136,7 +148,7 @@ def node_rooms(
             continue
         alloc = node.allocatable.get("cpu", 0.0)
         here = by_node.get(node.name, [])
-        harvest = sum(p.requests.get("cpu", 0.0) for p in here if p.harvest and not p.deleting)
+        harvest = sum(p.requests.get("cpu", 0.0) for p in here if p.harvest and not _leaving(p))
         others = sum(p.requests.get("cpu", 0.0) for p in here if not p.harvest)
         free = dict(node.allocatable)
         for p in here:
@@ -183,7 +195,8 @@ class SandboxDemand:
 class HarvestPlan:
     create: list[tuple[str, str]] = field(default_factory=list)  # (pod name, node)
     delete: list[tuple[str, str]] = field(default_factory=list)  # (pod, why): scale-down, lost nodes
-    evict: list[tuple[str, str]] = field(default_factory=list)  # (pod, why): busy nodes
+    evict: list[tuple[str, str]] = field(default_factory=list)  # (pod, why): busy nodes, drains over
+    drain: list[tuple[str, str]] = field(default_factory=list)  # (pod, why): to mark draining now
     wanted: int = 0
     placed: int = 0  # live pods after this plan
     no_data: bool = False  # no utilization data at all: placed by requests alone, up to the floor
@@ -192,6 +205,22 @@ class HarvestPlan:
 
 def pod_name(job: str, slot: int) -> str:
     return f"{job}-sandbox-{slot}"
+
+
+def _leaving(pod: PodInfo) -> bool:
+    """Terminating or draining: no longer harvest, never chosen again."""
+    return pod.deleting or bool(pod.draining)
+
+
+def _drained(demand: SandboxDemand, gone: set[str], now: datetime) -> list[tuple[str, str]]:
+    """This pool's draining pods whose drain is over: to evict now."""
+    out = []
+    for pod in demand.own:
+        if pod.draining and not pod.deleting and not pod.terminal and pod.name not in gone:
+            since = _time(pod.draining, now)
+            if (now - since).total_seconds() >= demand.placement.drain_seconds:
+                out.append((pod.name, f"drained since {pod.draining}: {pod.drain_reason or 'no reason given'}"))
+    return out
 
 
 def _selected(node: NodeInfo, placement: Placement) -> bool:
@@ -270,18 +299,25 @@ def plan_harvest(
     gone = {(d.key[0], name) for d in demands for name, _ in delete[d.key]}
     bound = [p for p in bound_pods if (p.namespace, p.name) not in gone or not p.harvest]
     rooms = {d.key: node_rooms(nodes, d.utilization, bound, d.placement, now, departed) for d in demands}
-    alive = [p for p in bound if p.harvest and p.on and not p.deleting and not p.terminal]
+    alive = [p for p in bound if p.harvest and p.on and not _leaving(p) and not p.terminal]
     evict = _evictions(demands, rooms, alive)
     out_now = {(key[0], name) for key, pods in evict.items() for name, _ in pods}
 
     mine: dict[JobKey, list[PodInfo]] = {}
+    drain: dict[JobKey, list[tuple[str, str]]] = {d.key: [] for d in demands}
     for d in demands:
         names = {(p.namespace, p.name) for p in d.own}
         mine[d.key] = [p for p in alive if (p.namespace, p.name) in names - out_now]
-        extra = _scale_down(mine[d.key], d.wanted)
-        delete[d.key] += [(p.name, "scaled down") for p in extra]
-        mine[d.key] = [p for p in mine[d.key] if p not in extra]
-    leaving = out_now | {(key[0], name) for key, pods in delete.items() for name, _ in pods}
+        down = _scale_down(mine[d.key], d.wanted)
+        extra = [(p.name, "scaled down") for p in down]
+        over = _drained(d, {name for name, _ in delete[d.key]}, now)
+        if d.placement.drain_seconds:
+            drain[d.key], evict[d.key] = evict[d.key] + extra, over
+        else:  # at once (and drains begun under a longer drainSeconds are over)
+            evict[d.key] += over
+            delete[d.key] += extra
+        mine[d.key] = [p for p in mine[d.key] if p not in down]
+    leaving = out_now | {(key[0], name) for key, pods in [*delete.items(), *drain.items()] for name, _ in pods}
     harvest = {n: 0.0 for n in by_name}
     for p in alive:
         if (p.namespace, p.name) not in leaving and p.on in harvest:
@@ -302,8 +338,8 @@ def plan_harvest(
         slots = (i for i in range(len(d.own) + d.wanted + 1) if i not in taken)
         create = [(pod_name(d.key[1], next(slots)), node) for node in chosen[d.key]]
         placed = len(mine[d.key]) + len(create)
-        plans[d.key] = HarvestPlan(create, delete[d.key], evict[d.key], d.wanted, placed, not d.utilization,
-                                   _message(d, kind, placed, harvest))  # fmt: skip
+        plans[d.key] = HarvestPlan(create, delete[d.key], evict[d.key], drain[d.key], d.wanted, placed,
+                                   not d.utilization, _message(d, kind, placed, harvest))  # fmt: skip
     return plans
 
 

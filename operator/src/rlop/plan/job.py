@@ -6,11 +6,11 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 
 from rlop.api import reasons as R
 from rlop.api.models import Phase, PoolStatus, RLJob, RLJobStatus
-from rlop.api.names import HASH_ANNOTATION
+from rlop.api.names import DRAIN_ANNOTATION, DRAIN_REASON_ANNOTATION, HASH_ANNOTATION
 from rlop.api.pools import autoscaled, fixed_replicas, pools
 from rlop.plan.gang import GangDecision, plan_gang
 from rlop.plan.harvest import Departed, HarvestPlan, JobKey, SandboxDemand, plan_harvest
@@ -18,7 +18,7 @@ from rlop.plan.observed import ChildInfo, NodeInfo, PodInfo, owned_by, pod_reque
 from rlop.plan.readings import JobReadings
 from rlop.plan.render import Manifest, child_name, harvests, render, sandbox_pod, sandbox_template
 from rlop.plan.scaling import Scaling, plan_scaling
-from rlop.plan.status import DELETE_POD, EVICT, RELEASE, ConditionUpdate, Event, find, set_condition
+from rlop.plan.status import DELETE_POD, DRAIN, EVICT, RELEASE, ConditionUpdate, Event, find, set_condition
 
 ChildKey = tuple[str, str]  # (kind, name)
 
@@ -43,10 +43,11 @@ class JobPlan:
     delete: list[ChildKey]
     release: list[str]  # trainer pods whose gang gate to lift
     delete_pods: list[tuple[str, str]]  # (pod, why): gang restarts, sandbox scale-down, lost nodes
-    evict: list[tuple[str, str]]  # (pod, why): sandbox pods on busy nodes, through the Eviction API
+    evict: list[tuple[str, str]]  # (pod, why): sandbox pods on busy nodes or drained, through the Eviction API
     status: RLJobStatus
     events: list[Event]
     pod_costs: Mapping[str, int] = field(default_factory=dict)  # deletion costs to set before scaling down
+    drain: Mapping[str, Mapping[str, str]] = field(default_factory=dict)  # sandbox pod -> its drain mark
 
 
 def base_replicas(job: RLJob) -> dict[str, int]:
@@ -105,7 +106,7 @@ def _pool_status(job: RLJob, scaling: Scaling, pods: Sequence[PodInfo]) -> dict[
     old = job.status.pools if job.status else {}
     out = {}
     for pool, desired in scaling.replicas.items():
-        ready = sum(1 for p in pods if p.pool == pool and p.ready and not p.deleting)
+        ready = sum(1 for p in pods if p.pool == pool and p.ready and not p.deleting and not p.draining)
         status = old.get(pool, PoolStatus())
         if pool in scaling.pools:
             status = scaling.pools[pool].onto(status)
@@ -151,6 +152,7 @@ def plan_job(
     delete_pods = [(pod, "gang restart") for pod in gang.restart]
 
     evict: list[tuple[str, str]] = []
+    drain: dict[str, dict[str, str]] = {}
     if harvest is not None:
         events += [Event("Warning", R.SANDBOX_EVICTED, f"evicted {pod}: {why}", needs=((EVICT, pod),))
                    for pod, why in harvest.evict]  # fmt: skip
@@ -163,6 +165,11 @@ def plan_job(
             events.append(Event("Normal", R.SANDBOX_PLACED, message, needs=needs))
         events += [Event("Normal", R.SANDBOX_DELETED, f"deleted {pod}: {why}", needs=((DELETE_POD, pod),))
                    for pod, why in harvest.delete]  # fmt: skip
+        grace = job.spec.pools.sandbox.placement.drain_seconds if job.spec.pools.sandbox else 0
+        events += [Event("Normal", R.SANDBOX_DRAINING, f"draining {pod} for {grace}s, then evicting it: {why}",
+                         needs=((DRAIN, pod),)) for pod, why in harvest.drain]  # fmt: skip
+        since = now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        drain = {pod: {DRAIN_ANNOTATION: since, DRAIN_REASON_ANNOTATION: why} for pod, why in harvest.drain}
         delete_pods += harvest.delete
         evict = harvest.evict
     elif not harvests(job):  # sandbox pods rlop placed, but the spec no longer asks for harvesting
@@ -189,7 +196,9 @@ def plan_job(
         update={"phase": phase, "observed_generation": generation, "pools": pools, "conditions": conditions}
     )
     events += _transitions(old, status)
-    return JobPlan(writes, drift, delete, list(gang.release), delete_pods, evict, status, events, scaling.pod_costs)
+    return JobPlan(
+        writes, drift, delete, list(gang.release), delete_pods, evict, status, events, scaling.pod_costs, drain
+    )
 
 
 def plan_pass(

@@ -9,7 +9,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from rlop.api.names import COST_ANNOTATION, GANG_GATE, HARVEST_LABEL, HASH_ANNOTATION, HOSTNAME, JOB_LABEL, POOL_LABEL
+from rlop.api.names import (
+    COST_ANNOTATION,
+    DRAIN_ANNOTATION,
+    DRAIN_REASON_ANNOTATION,
+    GANG_GATE,
+    HARVEST_LABEL,
+    HASH_ANNOTATION,
+    HOSTNAME,
+    JOB_LABEL,
+    POOL_LABEL,
+)
 from rlop.plan.quantity import Resources, add, parse_quantity
 
 Raw = Mapping[str, Any]
@@ -52,6 +62,8 @@ class PodInfo:
     unschedulable: str | None = None
     deletion_cost: int | None = None
     harvest: bool = False  # a sandbox pod rlop placed on idle CPU
+    draining: str = ""  # when rlop began draining it (RFC 3339), "" if it is not being drained
+    drain_reason: str = ""
     pinned: str | None = None  # the node a required hostname affinity pins it to
     created: str = ""  # creationTimestamp (RFC 3339 sorts as text)
     owner: Owner | None = None  # the controller ownerReference
@@ -109,7 +121,7 @@ def pod_requests(spec: Raw) -> Resources:
 
 def pod_info(body: Raw) -> PodInfo:
     meta, spec, status = body.get("metadata") or {}, body.get("spec") or {}, body.get("status") or {}
-    labels = meta.get("labels") or {}
+    labels, annotations = meta.get("labels") or {}, meta.get("annotations") or {}
     conditions = {c.get("type"): c for c in status.get("conditions") or []}
     scheduled = conditions.get("PodScheduled") or {}
     unschedulable = scheduled.get("message") if scheduled.get("reason") == "Unschedulable" else None
@@ -130,8 +142,10 @@ def pod_info(body: Raw) -> PodInfo:
         node_selector=dict(spec.get("nodeSelector") or {}),
         tolerations=tuple(spec.get("tolerations") or ()),
         unschedulable=unschedulable,
-        deletion_cost=_int((meta.get("annotations") or {}).get(COST_ANNOTATION)),
+        deletion_cost=_int(annotations.get(COST_ANNOTATION)),
         harvest=labels.get(HARVEST_LABEL) == "true",
+        draining=annotations.get(DRAIN_ANNOTATION, ""),
+        drain_reason=annotations.get(DRAIN_REASON_ANNOTATION, ""),
         pinned=_pinned_host(spec),
         created=meta.get("creationTimestamp") or "",
         owner=controller_owner(meta),

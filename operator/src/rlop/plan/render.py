@@ -14,7 +14,18 @@ from collections.abc import Mapping
 from typing import Any
 
 from rlop.api.models import API_VERSION, KIND, RLJob
-from rlop.api.names import GANG_GATE, HARVEST_LABEL, HASH_ANNOTATION, HOSTNAME, JOB_LABEL, MANAGED_BY, POOL_LABEL
+from rlop.api.names import (
+    DRAIN_ANNOTATION,
+    DRAIN_DIR,
+    DRAIN_VOLUME,
+    GANG_GATE,
+    HARVEST_LABEL,
+    HASH_ANNOTATION,
+    HOSTNAME,
+    JOB_LABEL,
+    MANAGED_BY,
+    POOL_LABEL,
+)
 from rlop.api.pools import AnyPool
 from rlop.api.pools import pools as all_pools
 
@@ -199,7 +210,23 @@ def sandbox_pod(job: RLJob, name: str, node: str) -> Manifest:
     term = {"matchExpressions": [{"key": HOSTNAME, "operator": "In", "values": [node]}]}
     tpl["spec"]["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
         "nodeSelectorTerms": [term]}}}  # fmt: skip
+    _drain_mark(tpl["spec"])
     return _stamped({"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": tpl["spec"]})
+
+
+def _drain_mark(spec: Manifest) -> None:
+    """Let every container read the pod's drain mark (rlop.dev/drain, empty until rlop drains the pod) at
+    DRAIN_DIR/drain, a downward API file the kubelet updates in place; RLOP_DRAIN_FILE names it."""
+    item = {"path": "drain", "fieldRef": {"fieldPath": f"metadata.annotations['{DRAIN_ANNOTATION}']"}}
+    volumes = [v for v in spec.get("volumes", []) if v.get("name") != DRAIN_VOLUME]
+    spec["volumes"] = [*volumes, {"name": DRAIN_VOLUME, "downwardAPI": {"items": [item]}}]
+    for container in spec["containers"]:
+        mounts = [m for m in container.get("volumeMounts", []) if m.get("name") != DRAIN_VOLUME]
+        if not any(m.get("mountPath") == DRAIN_DIR for m in mounts):
+            mounts.append({"name": DRAIN_VOLUME, "mountPath": DRAIN_DIR, "readOnly": True})
+        container["volumeMounts"] = mounts
+        env = [e for e in container.get("env", []) if e.get("name") != "RLOP_DRAIN_FILE"]
+        container["env"] = [*env, {"name": "RLOP_DRAIN_FILE", "value": f"{DRAIN_DIR}/drain"}]
 
 
 def pool_deployment(job: RLJob, pool: str, spec: AnyPool, replicas: int) -> Manifest:

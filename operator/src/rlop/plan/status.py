@@ -11,6 +11,7 @@ from rlop.api.models import Condition, ConditionStatus
 # what a write to a pod does, as the first half of the (what, name) key an Event may need to have succeeded;
 # an apply is keyed (kind, name)
 COST, DELETE_POD, EVICT, RELEASE = "deletion-cost of pod", "delete of pod", "eviction of pod", "gate release of pod"
+DRAIN = "drain mark of pod"
 
 
 @dataclass(frozen=True)
