@@ -45,11 +45,16 @@ def test_steps_on_several_nodes_cost_no_more_evictions_than_needed() -> None:
     assert real.flaps <= oracle.flaps
 
 
-def test_terminating_pods_are_not_evicted_again() -> None:
+def _busy(placement: Placement) -> tuple[NodeInfo, list[PodInfo], SandboxDemand]:
+    """16 cores at 0.75, 4 of them our one-core pods."""
     node = NodeInfo("a", allocatable={"cpu": 16.0, "memory": 64 * 2.0**30, "pods": 110.0})
     own = [PodInfo(f"j-sandbox-{i}", node="a", requests=REQ, harvest=True, pool="sandbox", job="j",
                    created=f"2026-01-01T00:00:{i:02d}Z") for i in range(4)]  # fmt: skip
-    demand = SandboxDemand(("default", "j"), 4, 0, PodInfo("t", requests=REQ), AT_ONCE, {"a": 0.75}, own)
+    return node, own, SandboxDemand(("default", "j"), 4, 0, PodInfo("t", requests=REQ), placement, {"a": 0.75}, own)
+
+
+def test_terminating_pods_are_not_evicted_again() -> None:
+    node, own, demand = _busy(AT_ONCE)
     first = plan_harvest([demand], [node], own, NOW)[("default", "j")]
     assert len(first.evict) == 3 and first.drain == []  # others use 12 - 4 = 8: place 1.6, so one pod stays
     gone = {name for name, _ in first.evict}
@@ -59,10 +64,7 @@ def test_terminating_pods_are_not_evicted_again() -> None:
 
 
 def test_draining_pods_are_marked_once_and_evicted_when_the_drain_is_over() -> None:
-    node = NodeInfo("a", allocatable={"cpu": 16.0, "memory": 64 * 2.0**30, "pods": 110.0})
-    own = [PodInfo(f"j-sandbox-{i}", node="a", requests=REQ, harvest=True, pool="sandbox", job="j",
-                   created=f"2026-01-01T00:00:{i:02d}Z") for i in range(4)]  # fmt: skip
-    demand = SandboxDemand(("default", "j"), 4, 0, PodInfo("t", requests=REQ), P, {"a": 0.75}, own)
+    node, own, demand = _busy(P)
     first = plan_harvest([demand], [node], own, NOW)[("default", "j")]
     assert first.evict == [] and len(first.drain) == 3 and "node a is busy" in first.drain[0][1]
     marked = {name for name, _ in first.drain}
