@@ -61,7 +61,7 @@ class SimResult:
     placements: int = 0
     flaps: int = 0
     core_hours: float = 0.0  # harvested: sandbox cores running (not draining or terminating), integrated
-    over_core_seconds: float = 0.0  # CPU above maxNodeUtilization * allocatable, integrated
+    over_core_seconds: float = 0.0  # sandbox CPU above maxNodeUtilization * allocatable, integrated
     node_hours: float = 0.0
     most_pods: dict[str, int] = field(default_factory=dict)  # node -> the most live sandbox pods it held
     actions: list[tuple[float, str, str, str]] = field(default_factory=list)  # (t, node, place|evict, pod)
@@ -104,9 +104,10 @@ def simulate(
         pods = {k: p for k, p in pods.items() if p.evicted is None or t < p.evicted + grace}
         for n in nodes:
             here = [p for p in pods.values() if p.node == n.name]
-            used = n.load(t) + sum(p.cpu for p in here)
+            ours = sum(p.cpu for p in here)
+            used = n.load(t) + ours
             history[n.name].append(used)
-            out.over_core_seconds += max(0.0, used - placement.max_node_utilization * n.cpu)
+            out.over_core_seconds += max(0.0, min(ours, used - placement.max_node_utilization * n.cpu))
             live = sum(1 for p in here if p.evicted is None and p.draining is None)
             out.core_hours += sum(p.cpu for p in here if p.evicted is None and p.draining is None) / 3600
             out.most_pods[n.name] = max(out.most_pods.get(n.name, 0), live)
