@@ -190,14 +190,18 @@ def test_busy_cpu_node_drains_then_evicts_its_sandbox_pods_and_no_check_is_lost_
     before = checks(kind)
     k.apply(busy_pod("burner", NS, busy))
     try:
-        draining = wait_for(lambda: [e["message"] for e in k.events(JOB) if e["reason"] == "SandboxDraining"],
-                            timeout=240, what=f"SandboxDraining once {busy} is busy")  # fmt: skip
+
+        def said(reason: str) -> list[str]:  # (the scale-down of an earlier test drained pods too)
+            return [e["message"] for e in k.events(JOB) if e["reason"] == reason and "is busy" in e["message"]]
+
+        draining = wait_for(lambda: said("SandboxDraining"), timeout=240, what=f"SandboxDraining once {busy} is busy")
         assert all(busy in m for m in draining), draining
-        marked = [p for p in pods(k, "sandbox") if (p["metadata"].get("annotations") or {}).get("rlop.dev/drain")]
+        reasons = {p["metadata"]["name"]: (p["metadata"].get("annotations") or {}).get("rlop.dev/drain-reason", "")
+                   for p in pods(k, "sandbox")}  # fmt: skip
+        marked = [p for p in pods(k, "sandbox") if "is busy" in reasons.get(p["metadata"]["name"], "")]
         assert marked and all(p["spec"]["nodeName"] == busy for p in marked), marked
-        evicted = wait_for(lambda: [e["message"] for e in k.events(JOB) if e["reason"] == "SandboxEvicted"],
-                           timeout=120, what="SandboxEvicted once the drain is over")  # fmt: skip
-        assert all("drained since" in m for m in evicted), evicted
+        evicted = wait_for(lambda: said("SandboxEvicted"), timeout=120, what="SandboxEvicted once the drain is over")
+        assert all("drained since" in m and busy in m for m in evicted), evicted
         wait_for(lambda: not [p for p in pods(k, "sandbox", running=False) if p["spec"].get("nodeName") == busy],
                  timeout=120, what=f"no sandbox pod left on {busy}")  # fmt: skip
         assert pods(k, "sandbox"), "the pool kept running on the other nodes"
