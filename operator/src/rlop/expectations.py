@@ -103,11 +103,11 @@ class Expectations:
 
         def gone(p: PodInfo) -> bool:
             uid, _ = self._removed.get((p.namespace, p.name), (None, 0.0))
-            return uid is not None and (not uid or not p.uid or uid == p.uid)
+            return _same(uid, p)
 
         def marked(p: PodInfo) -> PodInfo:
             uid, mark, _ = self._draining.get((p.namespace, p.name), (None, {}, 0.0))
-            if p.draining or uid is None or (uid and p.uid and uid != p.uid):
+            if p.draining or not _same(uid, p):
                 return p
             return replace(
                 p, draining=mark.get(DRAIN_ANNOTATION, ""), drain_reason=mark.get(DRAIN_REASON_ANNOTATION, "")
@@ -128,3 +128,8 @@ class Expectations:
 
     def held(self, key: JobKey) -> list[Refusal]:
         return list(self._refused.get(key, ()))
+
+
+def _same(uid: str | None, pod: PodInfo) -> bool:
+    """Is `pod` the one rlop wrote to (uid None: it wrote to none of that name; an unknown uid matches)?"""
+    return uid is not None and (not uid or not pod.uid or uid == pod.uid)

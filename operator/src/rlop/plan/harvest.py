@@ -212,11 +212,11 @@ def _leaving(pod: PodInfo) -> bool:
     return pod.deleting or bool(pod.draining)
 
 
-def _drained(demand: SandboxDemand, gone: set[str], now: datetime) -> list[tuple[str, str]]:
-    """This pool's draining pods whose drain is over: to evict now."""
+def _drained(demand: SandboxDemand, gone: set[tuple[str, str]], now: datetime) -> list[tuple[str, str]]:
+    """This pool's draining pods whose drain is over (and not `gone` otherwise): to evict now."""
     out = []
     for pod in demand.own:
-        if pod.draining and not pod.deleting and not pod.terminal and pod.name not in gone:
+        if pod.draining and not pod.deleting and not pod.terminal and (pod.namespace, pod.name) not in gone:
             since = _time(pod.draining, now)
             if (now - since).total_seconds() >= demand.placement.drain_seconds:
                 out.append((pod.name, f"drained since {pod.draining}: {pod.drain_reason or 'no reason given'}"))
@@ -310,7 +310,7 @@ def plan_harvest(
         mine[d.key] = [p for p in alive if (p.namespace, p.name) in names - out_now]
         down = _scale_down(mine[d.key], d.wanted)
         extra = [(p.name, "scaled down") for p in down]
-        over = _drained(d, {name for name, _ in delete[d.key]}, now)
+        over = _drained(d, gone, now)
         if d.placement.drain_seconds:
             drain[d.key], evict[d.key] = evict[d.key] + extra, over
         else:  # at once (and drains begun under a longer drainSeconds are over)
