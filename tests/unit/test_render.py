@@ -116,6 +116,17 @@ def test_harvested_sandbox_pods_see_their_drain_mark_whatever_the_template_says(
         assert [e["value"] for e in c["env"] if e["name"] == "RLOP_DRAIN_FILE"] == ["/etc/rlop/drain"]
 
 
+def test_a_container_that_mounts_its_own_volume_at_the_drain_dir_keeps_it_and_is_told_no_drain_file() -> None:
+    own = {
+        **container(requests={"cpu": 1, "memory": "1Gi"}),
+        "volumeMounts": [{"name": "cfg", "mountPath": "/etc/rlop"}],
+    }
+    tpl = {"spec": {"containers": [own], "volumes": [{"name": "cfg", "emptyDir": {}}]}}
+    c = sandbox_pod(job(sandbox={"replicas": 1, "template": tpl}), "j-sandbox-0", "cpu-3")["spec"]["containers"][0]
+    assert [m["name"] for m in c["volumeMounts"] if m["mountPath"] == "/etc/rlop"] == ["cfg"]
+    assert not [e for e in c.get("env", []) if e["name"] == "RLOP_DRAIN_FILE"]
+
+
 def test_every_sandbox_container_is_hardened_init_containers_too() -> None:
     weak = {"runAsNonRoot": False, "allowPrivilegeEscalation": True, "runAsUser": 0, "capabilities": {"add": ["X"]}}
     probe = {"httpGet": {"host": "169.254.169.254", "port": 80}}

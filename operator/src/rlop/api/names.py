@@ -13,6 +13,7 @@ DRAIN_ANNOTATION = "rlop.dev/drain"  # on a sandbox pod being drained: since whe
 DRAIN_REASON_ANNOTATION = "rlop.dev/drain-reason"  # why it is drained
 DRAIN_DIR = "/etc/rlop"  # where a harvested sandbox pod sees the drain mark (downward API), file `drain`
 DRAIN_VOLUME = "rlop-drain"  # the downward API volume that carries it
+DRAIN_ENV = "RLOP_DRAIN_FILE"  # the variable naming that file in each container
 COST_ANNOTATION = "controller.kubernetes.io/pod-deletion-cost"
 HOSTNAME = "kubernetes.io/hostname"
 MANAGED_BY = {"app.kubernetes.io/managed-by": "rlop"}

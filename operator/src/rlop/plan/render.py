@@ -17,6 +17,7 @@ from rlop.api.models import API_VERSION, KIND, RLJob
 from rlop.api.names import (
     DRAIN_ANNOTATION,
     DRAIN_DIR,
+    DRAIN_ENV,
     DRAIN_VOLUME,
     GANG_GATE,
     HARVEST_LABEL,
@@ -216,17 +217,19 @@ def sandbox_pod(job: RLJob, name: str, node: str) -> Manifest:
 
 def _drain_mark(spec: Manifest) -> None:
     """Let every container read the pod's drain mark (rlop.dev/drain, empty until rlop drains the pod) at
-    DRAIN_DIR/drain, a downward API file the kubelet updates in place; RLOP_DRAIN_FILE names it."""
+    DRAIN_DIR/drain, a downward API file the kubelet updates in place, named by RLOP_DRAIN_FILE; a container
+    that mounts something else at DRAIN_DIR keeps it, and gets neither."""
     item = {"path": "drain", "fieldRef": {"fieldPath": f"metadata.annotations['{DRAIN_ANNOTATION}']"}}
     volumes = [v for v in spec.get("volumes", []) if v.get("name") != DRAIN_VOLUME]
     spec["volumes"] = [*volumes, {"name": DRAIN_VOLUME, "downwardAPI": {"items": [item]}}]
     for container in spec["containers"]:
         mounts = [m for m in container.get("volumeMounts", []) if m.get("name") != DRAIN_VOLUME]
-        if not any(m.get("mountPath") == DRAIN_DIR for m in mounts):
-            mounts.append({"name": DRAIN_VOLUME, "mountPath": DRAIN_DIR, "readOnly": True})
         container["volumeMounts"] = mounts
-        env = [e for e in container.get("env", []) if e.get("name") != "RLOP_DRAIN_FILE"]
-        container["env"] = [*env, {"name": "RLOP_DRAIN_FILE", "value": f"{DRAIN_DIR}/drain"}]
+        if any(m.get("mountPath") == DRAIN_DIR for m in mounts):
+            continue
+        mounts.append({"name": DRAIN_VOLUME, "mountPath": DRAIN_DIR, "readOnly": True})
+        env = [e for e in container.get("env", []) if e.get("name") != DRAIN_ENV]
+        container["env"] = [*env, {"name": DRAIN_ENV, "value": f"{DRAIN_DIR}/drain"}]
 
 
 def pool_deployment(job: RLJob, pool: str, spec: AnyPool, replicas: int) -> Manifest:
