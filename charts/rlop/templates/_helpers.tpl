@@ -48,6 +48,9 @@ app.kubernetes.io/instance: {{ .Release.Name }}
   resources: [pods/eviction]
   verbs: [create]
 - apiGroups: [""]
+  resources: [pods/status]
+  verbs: [patch]
+- apiGroups: [""]
   resources: [events]
   verbs: [create]
 {{- end -}}

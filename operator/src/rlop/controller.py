@@ -11,7 +11,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Hashable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Protocol, cast
 
@@ -20,8 +20,10 @@ from pydantic import ValidationError
 from rlop import metrics
 from rlop.api import reasons as R
 from rlop.api.models import RLJob, RLJobStatus
-from rlop.api.names import COST_ANNOTATION, GANG_GATE, HASH_ANNOTATION
+from rlop.api.names import COST_ANNOTATION, GANG_GATE, HASH_ANNOTATION, WEIGHTS_GATE
+from rlop.api.pools import serving
 from rlop.config import Config
+from rlop.engine import EngineClient, EngineError, gather_probes
 from rlop.expectations import Expectations, Refusal
 from rlop.kube.client import KubeError
 from rlop.kube.lease import Lease
@@ -29,8 +31,23 @@ from rlop.plan.harvest import Departed, JobKey, departures
 from rlop.plan.job import JobObservation, JobPlan, owned, plan_pass, with_apply_errors
 from rlop.plan.observed import ChildInfo, NodeInfo, PodInfo, controller_owner, owned_by, pod_info, version
 from rlop.plan.readings import Answer, JobReadings, QueryKey, queries, read
-from rlop.plan.render import Manifest
-from rlop.plan.status import COST, DELETE_POD, DRAIN, EVICT, RELEASE, ConditionUpdate, Event, find, set_condition
+from rlop.plan.render import Manifest, router_url
+from rlop.plan.serving import ServingObservation, Update, url_of
+from rlop.plan.status import (
+    COST,
+    DELETE_POD,
+    DEREGISTER,
+    DRAIN,
+    EVICT,
+    GATE,
+    LOAD,
+    REGISTER,
+    RELEASE,
+    ConditionUpdate,
+    Event,
+    find,
+    set_condition,
+)
 from rlop.prom.client import Request, Result
 
 log = logging.getLogger("rlop")
@@ -51,6 +68,9 @@ class Kube(Protocol):
     async def evict(self, namespace: str, pod: str) -> None: ...
     async def annotate_pod(self, namespace: str, pod: str, annotations: Mapping[str, str]) -> None: ...
     async def remove_scheduling_gate(self, namespace: str, pod: str, gate: str) -> None: ...
+    async def set_pod_condition(
+        self, namespace: str, pod: str, type_: str, status: str, reason: str, message: str, flipped: bool
+    ) -> None: ...
     async def event(self, obj: Mapping[str, Any], type_: str, reason: str, message: str) -> None: ...
     async def close(self) -> None: ...
 
@@ -79,9 +99,14 @@ class ClusterView:
 
 
 class Controller:
-    def __init__(self, kube: Kube, prom: Prometheus, cfg: Config, lease: Lease | None = None) -> None:
+    def __init__(
+        self, kube: Kube, prom: Prometheus, cfg: Config, lease: Lease | None = None, engine: EngineClient | None = None
+    ) -> None:
         self.kube = kube
         self.prom = prom
+        self.engine = engine or EngineClient()  # the serving pools' servers and routers
+        self.loading: dict[tuple[str, str], int] = {}  # (namespace, pod) -> version it is loading, told by rlop
+        self.tasks: set[asyncio.Task[None]] = set()
         self.cfg = cfg
         self.lease = lease
         self.leading = lease is None
@@ -169,6 +194,11 @@ class Controller:
                 continue
             shown = got or JobReadings()
             inputs[key] = (body, job, self.observe(key, job, view, shown.utilization, shown.utilization_error), got)
+        if full:  # what the serving pools' servers and routers say
+            looks = await asyncio.gather(*(self.look(job, obs, got) for _, job, obs, got in inputs.values()))
+            for key, seen in zip(list(inputs), looks, strict=True):
+                body, job, obs, got = inputs[key]
+                inputs[key] = (body, job, replace(obs, serving=seen), got)
         started = time.perf_counter()
         plans, failed = plan_pass([(obs, got) for _, _, obs, got in inputs.values()], now, self.last_full)
         seconds = (time.perf_counter() - started) / max(1, len(inputs))
@@ -247,6 +277,40 @@ class Controller:
         pods = self.expect.pods(pods, job=key)
         return JobObservation(job, children, pods, view.nodes, view.pods, utilization, problem, written, self.departed)
 
+    async def look(self, job: RLJob, obs: JobObservation, got: JobReadings | None) -> dict[str, ServingObservation]:
+        """Each tracked serving pool's replicas (the version they serve; the requests of those draining), its
+        router's workers and the trainer's version."""
+        out = {}
+        ns = job.metadata.namespace
+        for pool, spec in serving(job):
+            if not spec.per_replica:
+                continue
+            live = [p for p in obs.pods if p.pool == pool and p.ip and not p.deleting and not p.terminal]
+            probes = await gather_probes(self.engine, {p.name: (url_of(p, spec.port), bool(p.draining)) for p in live})
+            router = router_url(job, pool, spec.router.port) if spec.router else None
+            workers = await self.engine.workers(router) if router else None
+            policy = got.versions.get(pool) if got is not None else None
+            updating = {pod: v for (n, pod), v in self.loading.items() if n == ns}
+            out[pool] = ServingObservation(probes, workers, policy, updating)
+        return out
+
+    async def load_weights(self, job: RLJob, update: Update) -> None:
+        """Tell one replica to load a version, in the background (a checkpoint takes a while to load); a
+        failure is reported and retried after a pause."""
+        key = (job.metadata.namespace, update.pod)
+        try:
+            await self.engine.load_weights(update.url, update.model_path, update.version)
+            metrics.API_WRITES.labels("weights-update").inc()
+            log.info("%s/%s: %s loaded v%d", *key, update.pod, update.version)
+        except EngineError as exc:
+            ref = {"apiVersion": job.api_version, "kind": job.kind, "metadata": job.metadata.model_dump()}
+            message = f"{update.pod} could not load v{update.version} from {update.model_path}: {exc.message}"
+            await self.post(ref, Event("Warning", R.WEIGHTS_UPDATE_FAILED, message))
+            await asyncio.sleep(self.cfg.interval * 5)
+        finally:
+            if self.loading.get(key) == update.version:
+                del self.loading[key]
+
     async def planning_failed(self, key: JobKey, body: Mapping[str, Any], exc: Exception, now: datetime) -> None:
         log.error("Planning RLJob %s/%s failed", *key, exc_info=exc)
         metrics.RECONCILE_ERRORS.inc()
@@ -303,7 +367,7 @@ class Controller:
             """One write: a refusal is recorded, never raised; a 404 means the object is gone: done."""
             try:
                 await call
-            except KubeError as exc:
+            except (KubeError, EngineError) as exc:
                 if exc.status != 404:
                     errors.append((*key, f"{key[0]} {key[1]}: {exc.message}"))
                     return False
@@ -341,6 +405,7 @@ class Controller:
         for kind, name in plan.delete:
             await attempt((kind, name), "delete", self.kube.delete(kind, ns, name))
 
+        await self.serve(job, plan, obs, attempt, done)
         uids = {p.name: p.uid for p in obs.pods}
         for pod, _ in plan.delete_pods:
             if await attempt((DELETE_POD, pod), "delete-pod", self.kube.delete("Pod", ns, pod)):
@@ -354,6 +419,30 @@ class Controller:
         for pod in plan.release:
             await attempt((RELEASE, pod), "release", self.kube.remove_scheduling_gate(ns, pod, GANG_GATE))
         return errors, done, corrected
+
+    async def serve(
+        self, job: RLJob, plan: JobPlan, obs: JobObservation, attempt: Any, done: set[tuple[str, str]]
+    ) -> None:
+        """The serving pools' part of a plan: readiness gates, then the router, then weight loads."""
+        ns, status = job.metadata.namespace, {p.name: p.weights_current for p in obs.pods}
+        specs = dict(serving(job))
+        for pool, sp in plan.serving.items():
+            for pod, g in sp.gates.items():
+                call = self.kube.set_pod_condition(ns, pod, WEIGHTS_GATE, g.status, g.reason, g.message,
+                                                   status.get(pod) != g.status)  # fmt: skip
+                await attempt((GATE, pod), "weights-gate", call)
+            router = specs[pool].router
+            base = router_url(job, pool, router.port) if router else ""
+            for _, url, worker in sp.deregister:
+                await attempt((DEREGISTER, url), "router", self.engine.deregister(base, worker))
+            for pod, url in sp.register:
+                await attempt((REGISTER, pod), "router", self.engine.register(base, url))
+            for update in sp.updates:
+                self.loading[(ns, update.pod)] = update.version
+                task = asyncio.create_task(self.load_weights(job, update))
+                self.tasks.add(task)
+                task.add_done_callback(self.tasks.discard)
+                done.add((LOAD, update.pod))
 
     async def taken(self, job: RLJob, kind: str, name: str) -> str | None:
         """Why a child's name is not free: an object rlop did not create for this job has it."""

@@ -59,6 +59,7 @@ async def cleanup(memo: kopf.Memo, **_: Any) -> None:
             await controller.lease.release()
         await controller.kube.close()
         await controller.prom.close()
+        await controller.engine.close()
 
 
 @kopf.on.probe(id="reconcile_loop")

@@ -426,10 +426,95 @@ class SandboxPool(Pool):
     )
 
 
+# ---------------------------------------------------------------- serving pools (rollout, reward)
+
+_DEFAULT_VERSION_QUERY = 'max(rlop_policy_version{namespace="{{namespace}}",rljob="{{job}}",pool="trainer"})'
+
+
+class Weights(ApiModel):
+    """How the pool's replicas get the trainer's weights, and how current they must be to take traffic."""
+
+    mode: Literal["disk"] = Field(
+        default="disk",
+        description="disk: the trainer writes versioned checkpoints to `volume`; rlop tells each replica to load "
+        "the newest (POST /update_weights_from_disk). (push, a fan-out by rlop with membership epochs, is "
+        "designed, not built.)",
+    )
+    volume: dict[str, Open] = Field(
+        min_length=1,
+        max_length=1,
+        description="A volume source (e.g. {persistentVolumeClaim: {claimName: ckpt}} or hostPath): mounted "
+        "read-write in the trainer pods and read-only in this pool's pods.",
+    )
+    mount_path: str = Field(default="/weights", min_length=2, max_length=1024, pattern="^/")
+    model_path: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=1024,
+        description="The path of version {{version}} inside the pods (default: <mountPath>/{{version}}).",
+        json_schema_extra=_cel(
+            (
+                "self.findAll('[{][{][^}]*[}][}]').all(p, p == '{{version}}')",
+                "only {{version}} may be used in modelPath",
+            )
+        ),
+    )
+    version_query: str = _query(
+        "PromQL: the trainer's newest published policy version (one series).", default=_DEFAULT_VERSION_QUERY
+    )
+    max_staleness: int = Field(
+        default=1,
+        ge=0,
+        le=1000000,
+        description="A replica more than this many versions behind the trainer is not Ready (readiness gate "
+        "rlop.dev/weights-current) and takes no traffic until it has caught up.",
+    )
+
+    def path_of(self, version: int) -> str:
+        template = self.model_path or f"{self.mount_path.rstrip('/')}/{{{{version}}}}"
+        return template.replace("{{version}}", str(version))
+
+
+class Router(ApiModel):
+    type: Literal["sglang-router"] = Field(
+        description="sglang-router (PyPI sglang-router, `python3 -m sglang_router.launch_router`): rlop registers "
+        "only Ready, weight-current replicas with it and deregisters them before they are removed."
+    )
+    image: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=1024,
+        description="An image with sglang-router installed (default: the pool's first container's image; "
+        "SGLang's images ship it).",
+    )
+    port: int = Field(default=30000, ge=1, le=65535)
+    policy: Literal["round_robin", "random", "cache_aware", "power_of_two"] = "round_robin"
+    resources: ResourceRequirements | None = None
+
+
+class ServingPool(Pool):
+    """Inference replicas behind one entry point: per-replica identity, weight versions, a router, drains."""
+
+    weights: Weights | None = None
+    router: Router | None = None
+    drain_seconds: int = Field(
+        default=60,
+        ge=0,
+        le=3600,
+        description="Scale-down with a router or weights: the replica leaves the router (and turns NotReady) "
+        "first, and is deleted once its running requests reach 0 (GET /get_load) or after this long.",
+    )
+
+    @property
+    def per_replica(self) -> bool:
+        """Does rlop track each replica (weights or a router): a members Service, readiness, drains."""
+        return self.weights is not None or self.router is not None
+
+
 class Pools(ApiModel):
     trainer: TrainerPool
-    rollout: Pool
-    reward: Pool | None = None
+    rollout: ServingPool
+    reward: ServingPool | None = None
     sandbox: SandboxPool | None = None
     controller: ControllerPool | None = None
 
@@ -487,6 +572,9 @@ class PoolStatus(ApiModel):
         max_length=8192,  # per window, one a second at the most: 2 x 3601 + 1 for the longest windows
         description="stabilization-window history: only what a window can still use (survives restarts)",
     )
+    versions: dict[str, int] | None = Field(
+        default=None, max_length=64, description="serving pools with weights: replicas per weight version served"
+    )
     scale_events: list[ScaleEvent] | None = Field(
         default=None,
         max_length=4096,  # one per direction a second at the most, for the longest period (1800 s)
@@ -497,6 +585,7 @@ class PoolStatus(ApiModel):
 class RLJobStatus(ApiModel):
     phase: Phase = "Pending"
     observed_generation: int | None = None
+    policy_version: int | None = Field(default=None, description="the trainer's newest published weight version")
     pools: dict[str, PoolStatus] = Field(default_factory=dict, max_length=8)
     conditions: list[Condition] = Field(
         default_factory=list,

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Literal
 
-from rlop.api.models import Autoscale, ControllerPool, Pool, RLJob, TrainerPool
+from rlop.api.models import Autoscale, ControllerPool, Pool, RLJob, ServingPool, TrainerPool
 
 AnyPool = TrainerPool | Pool | ControllerPool
 
@@ -21,12 +21,13 @@ class PoolKind:
     may_harvest: bool = False  # placement.strategy harvest-idle-cpu: rlop places its pods on idle CPU
     column: bool = True  # a column of `kubectl get rljobs`
     single: bool = False  # exactly one replica
+    serving: bool = False  # inference replicas: per-replica identity, weight versions, a router, drains
 
 
 KINDS = (
     PoolKind("trainer", "StatefulSet", headless=True),
-    PoolKind("rollout", "Deployment", may_autoscale=True),
-    PoolKind("reward", "Deployment", may_autoscale=True),
+    PoolKind("rollout", "Deployment", may_autoscale=True, serving=True),
+    PoolKind("reward", "Deployment", may_autoscale=True, serving=True),
     PoolKind("sandbox", "Deployment", may_autoscale=True, may_harvest=True),
     PoolKind("controller", "Deployment", column=False, single=True),
 )
@@ -46,6 +47,13 @@ def autoscaled(job: RLJob) -> Iterator[tuple[str, Pool, Autoscale]]:
     for kind, spec in pools(job):
         if kind.may_autoscale and isinstance(spec, Pool) and spec.autoscale is not None:
             yield kind.name, spec, spec.autoscale
+
+
+def serving(job: RLJob) -> Iterator[tuple[str, ServingPool]]:
+    """The serving pools of `job` (rollout, reward)."""
+    for kind, spec in pools(job):
+        if kind.serving and isinstance(spec, ServingPool):
+            yield kind.name, spec
 
 
 def fixed_replicas(kind: PoolKind, spec: AnyPool) -> int | None:

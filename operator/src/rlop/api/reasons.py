@@ -8,6 +8,7 @@ GANG = "GangScheduled"
 SYNCED = "Synced"
 METRICS = "MetricsAvailable"
 CAPACITY = "CapacityLimited"
+WEIGHTS = "WeightsInSync"
 PROBLEM_WHEN_TRUE = (CAPACITY,)  # conditions that are bad news when True (the others when False)
 
 # Ready
@@ -42,6 +43,13 @@ GPU_BUDGET = "GPUBudget"
 NO_IDLE_CPU = "NoIdleCPU"
 UTILIZATION_UNKNOWN = "UtilizationUnknown"  # no CPU utilization data: sandbox pods placed by requests
 
+# WeightsInSync (and the reason of a pod's rlop.dev/weights-current condition)
+IN_SYNC = "InSync"
+BEHIND = "Behind"  # some replica serves a version more than maxStaleness behind the trainer's
+VERSION_UNKNOWN = "VersionUnknown"  # the trainer's version (versionQuery) or a replica's is not known
+CURRENT = "Current"
+DRAINING = "Draining"
+
 # a pool's status.pools.<p>.decision: HPA's reason codes (horizontal.go), plus MetricsUnavailable and GPUBudget
 DESIRED_WITHIN_RANGE = "DesiredWithinRange"
 SCALE_UP_LIMIT = "ScaleUpLimit"
@@ -65,6 +73,13 @@ SANDBOX_PLACED = "SandboxPlaced"
 SANDBOX_EVICTED = "SandboxEvicted"
 SANDBOX_DELETED = "SandboxDeleted"
 SANDBOX_DRAINING = "SandboxDraining"
+WEIGHTS_UPDATE = "WeightsUpdate"  # rlop told a replica to load a version
+WEIGHTS_UPDATE_FAILED = "WeightsUpdateFailed"
+ROUTER_ADDED = "RouterAdded"
+ROUTER_REMOVED = "RouterRemoved"
+ROUTER_FAILED = "RouterFailed"
+REPLICA_DRAINING = "ReplicaDraining"
+REPLICA_DRAINED = "ReplicaDrained"
 
 # condition reasons that are worth a Warning even on a job's first pass
 PROBLEMS = (

@@ -130,6 +130,18 @@ class KubeClient:
         patch = {"metadata": {"annotations": dict(annotations)}}
         await self.request("PATCH", path("Pod", namespace, pod), patch, None, "application/merge-patch+json")
 
+    async def set_pod_condition(
+        self, namespace: str, pod: str, type_: str, status: str, reason: str, message: str, flipped: bool
+    ) -> None:
+        """Set one of a pod's status conditions (e.g. a readiness gate's); its transition time moves only
+        when the status flips."""
+        condition = {"type": type_, "status": status, "reason": reason, "message": message[:1024]}
+        if flipped:
+            condition["lastTransitionTime"] = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        patch = {"status": {"conditions": [condition]}}
+        url = path("Pod", namespace, pod, "status")
+        await self.request("PATCH", url, patch, None, "application/strategic-merge-patch+json")
+
     async def remove_scheduling_gate(self, namespace: str, pod: str, gate: str) -> None:
         patch = {"spec": {"schedulingGates": [{"$patch": "delete", "name": gate}]}}
         await self.request("PATCH", path("Pod", namespace, pod), patch, None, "application/strategic-merge-patch+json")

@@ -11,14 +11,27 @@ from datetime import UTC, datetime
 from rlop.api import reasons as R
 from rlop.api.models import Phase, PoolStatus, RLJob, RLJobStatus
 from rlop.api.names import DRAIN_ANNOTATION, DRAIN_REASON_ANNOTATION, HASH_ANNOTATION
-from rlop.api.pools import autoscaled, fixed_replicas, pools
+from rlop.api.pools import autoscaled, fixed_replicas, pools, serving
 from rlop.plan.gang import GangDecision, plan_gang
 from rlop.plan.harvest import Departed, HarvestPlan, JobKey, SandboxDemand, plan_harvest
 from rlop.plan.observed import ChildInfo, NodeInfo, PodInfo, owned_by, pod_requests
 from rlop.plan.readings import JobReadings
 from rlop.plan.render import Manifest, child_name, harvests, render, sandbox_pod, sandbox_template
 from rlop.plan.scaling import Scaling, plan_scaling
-from rlop.plan.status import DELETE_POD, DRAIN, EVICT, RELEASE, ConditionUpdate, Event, find, set_condition
+from rlop.plan.serving import ServingObservation, ServingPlan, combine, plan_serving
+from rlop.plan.status import (
+    DELETE_POD,
+    DEREGISTER,
+    DRAIN,
+    EVICT,
+    LOAD,
+    REGISTER,
+    RELEASE,
+    ConditionUpdate,
+    Event,
+    find,
+    set_condition,
+)
 
 ChildKey = tuple[str, str]  # (kind, name)
 
@@ -34,6 +47,7 @@ class JobObservation:
     utilization_error: str | None = None  # why there is none this interval
     written: Mapping[ChildKey, str] = field(default_factory=dict)  # child -> version rlop's last apply left
     departed: Sequence[Departed] = ()  # harvest pods gone lately, whose load the utilization may still show
+    serving: Mapping[str, ServingObservation] | None = None  # serving pool -> what it said (full passes only)
 
 
 @dataclass(frozen=True)
@@ -47,7 +61,8 @@ class JobPlan:
     status: RLJobStatus
     events: list[Event]
     pod_costs: Mapping[str, int] = field(default_factory=dict)  # deletion costs to set before scaling down
-    drain: Mapping[str, Mapping[str, str]] = field(default_factory=dict)  # sandbox pod -> its drain mark
+    drain: Mapping[str, Mapping[str, str]] = field(default_factory=dict)  # pod -> its drain mark
+    serving: Mapping[str, ServingPlan] = field(default_factory=dict)  # serving pool -> gates, updates, router
 
 
 def base_replicas(job: RLJob) -> dict[str, int]:
@@ -130,7 +145,8 @@ def plan_job(
     name, generation = job.metadata.name, job.metadata.generation
     scaling = scaling or Scaling(base_replicas(job), fresh=False)
     replicas = scaling.replicas
-    desired = render(job, replicas)
+    served = _plan_serving(obs, scaling, now)
+    desired = render(job, {**replicas, **{pool: sp.replicas for pool, sp in served.items()}})
     writes, drift, events = _diff(desired, obs.children, obs.written)
     wanted = {(m["kind"], m["metadata"]["name"]) for m in desired}
     delete = sorted(set(obs.children) - wanted)
@@ -175,11 +191,24 @@ def plan_job(
     elif not harvests(job):  # sandbox pods rlop placed, but the spec no longer asks for harvesting
         delete_pods += [(p.name, "harvesting turned off") for p in obs.pods if p.harvest and not p.deleting]
 
+    since = now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    for pool, sp in served.items():
+        events += _serving_events(job, pool, sp)
+        drain |= {pod: {DRAIN_ANNOTATION: since, DRAIN_REASON_ANNOTATION: f"{pool} scale-down"} for pod in sp.drain}
+        delete_pods += sp.drained
+
     old = job.status or RLJobStatus()
     pools = _pool_status(job, scaling, obs.pods)
+    for pool, sp in served.items():
+        if sp.versions is not None:
+            pools[pool] = pools[pool].model_copy(update={"versions": sp.versions})
     ready, why = _readiness(pools, gang)
     conditions = list(old.conditions)
     updates = _with_problem(scaling.conditions, obs.utilization_error)
+    if (sync := combine([sp.sync for sp in served.values() if sp.sync is not None])) is not None:
+        updates.append(sync)
+    policy = next((s.policy.value for s in (obs.serving or {}).values() if s.policy and s.policy.value is not None),
+                  None)  # fmt: skip
     if scaling.fresh and (job.spec.budget is not None or harvest is not None):
         updates.append(_capacity(scaling.limited, harvest))
     updates += [
@@ -195,10 +224,39 @@ def plan_job(
     status = old.model_copy(
         update={"phase": phase, "observed_generation": generation, "pools": pools, "conditions": conditions}
     )
+    if policy is not None:
+        status.policy_version = int(policy)
     events += _transitions(old, status)
-    return JobPlan(
-        writes, drift, delete, list(gang.release), delete_pods, evict, status, events, scaling.pod_costs, drain
-    )
+    costs = {**scaling.pod_costs, **{pod: c for sp in served.values() for pod, c in sp.costs.items()}}
+    return JobPlan(writes, drift, delete, list(gang.release), delete_pods, evict, status, events, costs, drain, served)
+
+
+def _plan_serving(obs: JobObservation, scaling: Scaling, now: datetime) -> dict[str, ServingPlan]:
+    """Every serving pool rlop tracks per replica: versions, gates, router, drains."""
+    out = {}
+    for pool, spec in serving(obs.job):
+        if not spec.per_replica:
+            continue
+        seen = None if obs.serving is None else obs.serving.get(pool, ServingObservation())
+        busy = {p.name: float(scaling.pod_costs.get(p.name, p.deletion_cost or 0)) for p in obs.pods if p.pool == pool}
+        out[pool] = plan_serving(pool, spec, scaling.replicas[pool], obs.pods, seen, busy, now)
+    return out
+
+
+def _serving_events(job: RLJob, pool: str, sp: ServingPlan) -> list[Event]:
+    spec = dict(serving(job))[pool]
+    why = f"out of the router and not Ready; deleted once no request runs on it, at most {spec.drain_seconds}s"
+    out = [Event("Normal", R.REPLICA_DRAINING, f"draining {pod} ({pool} scale-down): {why}", needs=((DRAIN, pod),))
+           for pod in sp.drain]  # fmt: skip
+    out += [Event("Normal", R.REPLICA_DRAINED, f"deleted {pod}: {why}", needs=((DELETE_POD, pod),))
+            for pod, why in sp.drained]  # fmt: skip
+    out += [Event("Normal", R.ROUTER_ADDED, f"registered {pod} ({url}) with the {pool} router",
+                  needs=((REGISTER, pod),)) for pod, url in sp.register]  # fmt: skip
+    out += [Event("Normal", R.ROUTER_REMOVED, f"removed {pod or url} from the {pool} router",
+                  needs=((DEREGISTER, url),)) for pod, url, _ in sp.deregister]  # fmt: skip
+    out += [Event("Normal", R.WEIGHTS_UPDATE, f"{u.pod} is behind: told it to load v{u.version} ({u.model_path})",
+                  needs=((LOAD, u.pod),)) for u in sp.updates if u.catch_up]  # fmt: skip
+    return out
 
 
 def plan_pass(

@@ -19,6 +19,7 @@ from rlop.api.names import (
     HOSTNAME,
     JOB_LABEL,
     POOL_LABEL,
+    WEIGHTS_GATE,
 )
 from rlop.plan.quantity import Resources, add, parse_quantity
 
@@ -68,6 +69,10 @@ class PodInfo:
     created: str = ""  # creationTimestamp (RFC 3339 sorts as text)
     owner: Owner | None = None  # the controller ownerReference
     index: int | None = None  # a StatefulSet pod's ordinal
+    ip: str = ""  # status.podIP
+    containers_ready: bool = False  # Ready but for readiness gates
+    weights_current: str | None = None  # the status of its rlop.dev/weights-current condition, if any
+    weights_message: str = ""  # and its message
 
     @property
     def terminal(self) -> bool:
@@ -150,6 +155,10 @@ def pod_info(body: Raw) -> PodInfo:
         created=meta.get("creationTimestamp") or "",
         owner=controller_owner(meta),
         index=_int(labels.get("apps.kubernetes.io/pod-index")),
+        ip=status.get("podIP") or "",
+        containers_ready=(conditions.get("ContainersReady") or {}).get("status") == "True",
+        weights_current=(conditions.get(WEIGHTS_GATE) or {}).get("status"),
+        weights_message=(conditions.get(WEIGHTS_GATE) or {}).get("message") or "",
     )
 
 

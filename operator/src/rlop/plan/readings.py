@@ -10,12 +10,12 @@ from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
 from rlop.api.models import RLJob
-from rlop.api.pools import autoscaled
+from rlop.api.pools import autoscaled, serving
 from rlop.plan.autoscale import Reading
 from rlop.plan.render import harvests
 
 Sample = tuple[Mapping[str, str], float]  # (labels, value): one series of an instant vector
-QueryKey = tuple[str, int | Literal["cost", "utilization"]]  # (pool, metric index | what else)
+QueryKey = tuple[str, int | Literal["cost", "utilization", "version"]]  # (pool, metric index | what else)
 MetricKey = tuple[str, int]  # (pool, metric index)
 
 
@@ -51,6 +51,7 @@ class JobReadings:
     busy: dict[str, dict[str, float]] = field(default_factory=dict)  # pool -> pod -> how busy (deletion cost)
     utilization: dict[str, float] | None = None  # node -> CPU utilization; None: no placement this pass
     utilization_error: str | None = None
+    versions: dict[str, Reading] = field(default_factory=dict)  # serving pool -> the trainer's policy version
 
 
 def queries(job: RLJob) -> list[Query]:
@@ -60,6 +61,9 @@ def queries(job: RLJob) -> list[Query]:
         out += [Query((pool, i), metric.query, pool) for i, metric in enumerate(auto.metrics)]
         if auto.deletion_cost_query:
             out.append(Query((pool, "cost"), auto.deletion_cost_query, pool))
+    for pool, spec in serving(job):
+        if spec.weights is not None:
+            out.append(Query((pool, "version"), spec.weights.version_query, pool))
     sandbox = job.spec.pools.sandbox
     if sandbox is not None and harvests(job):
         out.append(Query(("sandbox", "utilization"), sandbox.placement.utilization_query, "sandbox"))
@@ -77,14 +81,16 @@ def read(job: RLJob, answers: Mapping[QueryKey, Answer]) -> JobReadings:
         cost = answers.get((pool, "cost"))
         if isinstance(cost, Sequence):
             busy[pool] = per_pod(cost)
+    versions = {pool: reading(answer) for pool, _ in serving(job) if (answer := answers.get((pool, "version")))
+                is not None}  # fmt: skip
     util = answers.get(("sandbox", "utilization"))
     if util is None:
-        return JobReadings(metrics, busy)
+        return JobReadings(metrics, busy, versions=versions)
     if not isinstance(util, Sequence):
-        return JobReadings(metrics, busy, None, f"sandbox placement holds: utilization query: {util.message}")
-    return JobReadings(
-        metrics, busy, {labels["node"]: v for labels, v in util if "node" in labels and math.isfinite(v)}
-    )
+        problem = f"sandbox placement holds: utilization query: {util.message}"
+        return JobReadings(metrics, busy, None, problem, versions)
+    nodes = {labels["node"]: v for labels, v in util if "node" in labels and math.isfinite(v)}
+    return JobReadings(metrics, busy, nodes, versions=versions)
 
 
 def reading(answer: Answer) -> Reading:

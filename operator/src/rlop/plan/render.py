@@ -13,7 +13,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from rlop.api.models import API_VERSION, KIND, RLJob
+from rlop.api.models import API_VERSION, KIND, RLJob, ServingPool, Weights
 from rlop.api.names import (
     DRAIN_ANNOTATION,
     DRAIN_DIR,
@@ -25,9 +25,13 @@ from rlop.api.names import (
     HOSTNAME,
     JOB_LABEL,
     MANAGED_BY,
+    MEMBERS_SUFFIX,
     POOL_LABEL,
+    ROUTER_SUFFIX,
+    WEIGHTS_GATE,
+    WEIGHTS_VOLUME,
 )
-from rlop.api.pools import AnyPool
+from rlop.api.pools import AnyPool, serving
 from rlop.api.pools import pools as all_pools
 
 Manifest = dict[str, Any]
@@ -35,6 +39,20 @@ Manifest = dict[str, Any]
 
 def child_name(job: str, pool: str) -> str:
     return f"{job}-{pool}"
+
+
+def members_name(job: str, pool: str) -> str:
+    """The headless Service whose DNS lists a serving pool's Ready replicas (one name per pod too)."""
+    return child_name(job, f"{pool}-{MEMBERS_SUFFIX}")
+
+
+def router_name(job: str, pool: str) -> str:
+    """A serving pool's router: its Deployment, its Service and the pool label of its pods."""
+    return child_name(job, f"{pool}-{ROUTER_SUFFIX}")
+
+
+def router_url(job: RLJob, pool: str, port: int) -> str:
+    return f"http://{router_name(job.metadata.name, pool)}.{job.metadata.namespace}.svc:{port}"
 
 
 def selector(job: str, pool: str) -> dict[str, str]:
@@ -68,9 +86,17 @@ def discovery_env(job: RLJob, pool: str) -> list[dict[str, Any]]:
         },
     ]
     for kind, spec in all_pools(job):
-        if not kind.headless:  # a headless pool is found by the address of its rank 0
-            url = f"http://{child_name(name, kind.name)}.{ns}.svc:{spec.port}"
-            env.append({"name": f"RLOP_{kind.name.upper()}_URL", "value": url})
+        var = f"RLOP_{kind.name.upper()}"
+        if isinstance(spec, ServingPool) and spec.router is not None:  # the router is the pool's entry point
+            env.append({"name": f"{var}_URL", "value": router_url(job, kind.name, spec.router.port)})
+        elif not kind.headless:  # a headless pool is found by the address of its rank 0
+            env.append({"name": f"{var}_URL", "value": f"http://{child_name(name, kind.name)}.{ns}.svc:{spec.port}"})
+        if isinstance(spec, ServingPool) and spec.per_replica:
+            env.append({"name": f"{var}_MEMBERS", "value": f"{members_name(name, kind.name)}.{ns}.svc"})
+            if spec.weights is not None and pool != "trainer":  # the trainer's pods do not roll when it changes
+                env.append({"name": f"{var}_MAX_STALENESS", "value": str(spec.weights.max_staleness)})
+    if dirs := weights_mounts(job, pool):
+        env.append({"name": "RLOP_WEIGHTS_DIR", "value": dirs[0][1].mount_path})
     if pool == "trainer":  # world size only here: resizing the gang must not roll the other pools
         index = "metadata.labels['apps.kubernetes.io/pod-index']"
         env.append({"name": "RLOP_TRAINER_REPLICAS", "value": str(pools.trainer.replicas)})
@@ -78,8 +104,39 @@ def discovery_env(job: RLJob, pool: str) -> list[dict[str, Any]]:
     return env
 
 
+def weights_mounts(job: RLJob, pool: str) -> list[tuple[str, Weights]]:
+    """The serving pools whose weights volume `pool`'s pods mount: the trainer writes every one (one per
+    mount path), a serving pool reads its own."""
+    if pool == "trainer":
+        seen: dict[str, tuple[str, Weights]] = {}
+        for name, spec in serving(job):
+            if spec.weights is not None:
+                seen.setdefault(spec.weights.mount_path, (name, spec.weights))
+        return list(seen.values())
+    mine = dict(serving(job)).get(pool)
+    return [(pool, mine.weights)] if mine is not None and mine.weights is not None else []
+
+
+def _mount_weights(job: RLJob, pool: str, spec: Manifest) -> None:
+    """The checkpoints' volumes: read-write in the trainer, read-only in the serving pool; a serving pod is
+    Ready only once rlop has set its readiness gate (it serves a current version)."""
+    mounts = weights_mounts(job, pool)
+    for source, weights in mounts:
+        volume = f"{WEIGHTS_VOLUME}-{source}"
+        spec["volumes"] = [v for v in spec.get("volumes", []) if v.get("name") != volume]
+        spec["volumes"].append({"name": volume, **copy.deepcopy(weights.volume)})
+        for container in spec["containers"]:
+            mounts_ = [m for m in container.get("volumeMounts", []) if m.get("name") != volume]
+            mount = {"name": volume, "mountPath": weights.mount_path, "readOnly": pool != "trainer"}
+            container["volumeMounts"] = [*mounts_, mount]
+    if mounts and pool != "trainer":
+        gates = [g for g in spec.get("readinessGates", []) if g.get("conditionType") != WEIGHTS_GATE]
+        spec["readinessGates"] = [*gates, {"conditionType": WEIGHTS_GATE}]
+
+
 def _pod_template(job: RLJob, pool: str, template: Any) -> Manifest:
-    """The user's template plus rlop's labels and discovery env (the user's own env vars win)."""
+    """The user's template plus rlop's labels, discovery env (the user's own env vars win) and, for the
+    trainer and serving pools, the weights volumes and stable per-replica names."""
     tpl: Manifest = copy.deepcopy(template.model_dump(mode="json", exclude_none=True))
     meta = tpl.setdefault("metadata", {})
     meta["labels"] = {**meta.get("labels", {}), **pool_labels(job.metadata.name, pool)}
@@ -88,6 +145,9 @@ def _pod_template(job: RLJob, pool: str, template: Any) -> Manifest:
         theirs = container.get("env", [])
         taken = {e["name"] for e in theirs}
         container["env"] = [e for e in ours if e["name"] not in taken] + theirs
+    _mount_weights(job, pool, tpl["spec"])
+    if (spec := dict(serving(job)).get(pool)) is not None and spec.per_replica:
+        tpl["spec"].setdefault("subdomain", members_name(job.metadata.name, pool))
     return tpl
 
 
@@ -248,14 +308,55 @@ def pool_deployment(job: RLJob, pool: str, spec: AnyPool, replicas: int) -> Mani
     )
 
 
-def pool_service(job: RLJob, pool: str, port: int, headless: bool) -> Manifest:
+def pool_service(job: RLJob, pool: str, port: int, headless: bool, members: bool = False) -> Manifest:
+    """The pool's Service; a headless one names every pod, ready or not (ranks find each other), except a
+    serving pool's `members` Service: its DNS lists only the Ready replicas (those serving current weights),
+    and each has its own name, `<pod>.<job>-<pool>-members.<namespace>.svc`."""
     spec: Manifest = {
         "selector": selector(job.metadata.name, pool),
         "ports": [{"name": "main", "port": port, "targetPort": port, "protocol": "TCP"}],
     }
-    if headless:  # ranks find each other by stable DNS names, ready or not
-        spec |= {"clusterIP": "None", "publishNotReadyAddresses": True}
-    return _stamped({"apiVersion": "v1", "kind": "Service", "metadata": _metadata(job, pool), "spec": spec})
+    if headless:
+        spec |= {"clusterIP": "None", "publishNotReadyAddresses": not members}
+    meta = _metadata(job, pool)
+    if members:
+        meta["name"] = members_name(job.metadata.name, pool)
+    return _stamped({"apiVersion": "v1", "kind": "Service", "metadata": meta, "spec": spec})
+
+
+ROUTER_METRICS_PORT = 29000
+_ROUTER_RESOURCES = {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"cpu": "1", "memory": "512Mi"}}
+
+
+def router_deployment(job: RLJob, pool: str, spec: ServingPool) -> Manifest:
+    """sglang-router in front of a serving pool, started with no workers: rlop registers the Ready, current
+    replicas. Hardened like a sandbox pod (it needs no token, no privilege, no writable root)."""
+    router = spec.router
+    assert router is not None
+    name, role = job.metadata.name, f"{pool}-{ROUTER_SUFFIX}"
+    args = ["--host", "0.0.0.0", "--port", str(router.port), "--policy", router.policy,
+            "--prometheus-host", "0.0.0.0", "--prometheus-port", str(ROUTER_METRICS_PORT)]  # fmt: skip
+    container = {
+        "name": "router",
+        "image": router.image or spec.template.spec.containers[0].image,
+        "command": ["python3", "-m", "sglang_router.launch_router", *args],
+        "env": [{"name": "HOME", "value": "/tmp"}],
+        "ports": [{"containerPort": router.port, "name": "http"},
+                  {"containerPort": ROUTER_METRICS_PORT, "name": "metrics"}],
+        "readinessProbe": {"httpGet": {"path": "/health", "port": router.port}, "periodSeconds": 2},
+        "resources": (router.resources.model_dump(mode="json", exclude_none=True) if router.resources
+                      else copy.deepcopy(_ROUTER_RESOURCES)),
+    }  # fmt: skip
+    first = spec.template.spec.model_dump(mode="json", exclude_none=True)["containers"][0]
+    if "imagePullPolicy" in first and router.image is None:
+        container["imagePullPolicy"] = first["imagePullPolicy"]
+    scrape = {"prometheus.io/scrape": "true", "prometheus.io/port": str(ROUTER_METRICS_PORT)}
+    tpl = harden({"metadata": {"labels": pool_labels(name, role), "annotations": scrape},
+                  "spec": {"containers": [container]}})  # fmt: skip
+    meta = _metadata(job, role)
+    return _stamped({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": meta, "spec": {
+        "replicas": 1, "strategy": {"type": "Recreate"}, "selector": {"matchLabels": selector(name, role)},
+        "template": tpl}})  # fmt: skip
 
 
 def sandbox_egress_policy(job: RLJob) -> Manifest:
@@ -285,6 +386,11 @@ def render(job: RLJob, replicas: Mapping[str, int]) -> list[Manifest]:
         elif not (kind.may_harvest and harvests(job)):  # harvested pods are placed one by one, not here
             out.append(pool_deployment(job, kind.name, spec, replicas[kind.name]))
         out.append(pool_service(job, kind.name, spec.port, headless=kind.headless))
+        if isinstance(spec, ServingPool) and spec.per_replica:
+            out.append(pool_service(job, kind.name, spec.port, headless=True, members=True))
+            if spec.router is not None:
+                role = f"{kind.name}-{ROUTER_SUFFIX}"
+                out += [router_deployment(job, kind.name, spec), pool_service(job, role, spec.router.port, False)]
     pools = job.spec.pools
     if pools.sandbox is not None and pools.sandbox.egress == "deny":
         out.append(sandbox_egress_policy(job))

@@ -12,6 +12,8 @@ from rlop.api.models import Condition, ConditionStatus
 # an apply is keyed (kind, name)
 COST, DELETE_POD, EVICT, RELEASE = "deletion-cost of pod", "delete of pod", "eviction of pod", "gate release of pod"
 DRAIN = "drain mark of pod"
+GATE, LOAD = "weights-current condition of pod", "weights update of pod"
+REGISTER, DEREGISTER = "router registration of pod", "router deregistration of"
 
 
 @dataclass(frozen=True)

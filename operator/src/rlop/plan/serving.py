@@ -1,0 +1,229 @@
+"""Serving pools whose replicas RL must trust (pure): which version each replica serves and whether that is
+current enough to take traffic (the rlop.dev/weights-current readiness gate), which replicas to tell to load
+the trainer's newest weights, which to register with the router, and how a scale-down drains replicas
+(deregistered, then deleted once idle) instead of killing the requests they are running."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+
+from rlop.api import reasons as R
+from rlop.api.models import ServingPool
+from rlop.api.names import LOWEST_COST
+from rlop.plan.autoscale import Reading
+from rlop.plan.observed import PodInfo
+from rlop.plan.status import ConditionUpdate
+
+
+@dataclass(frozen=True)
+class Probe:
+    """What a replica's server said this pass (None: it did not answer)."""
+
+    version: int | None = None  # GET /get_weight_version
+    load: int | None = None  # running + waiting requests, GET /get_load
+
+
+@dataclass(frozen=True)
+class ServingObservation:
+    """A serving pool as seen in one full pass: its replicas' answers, the router's workers (url -> id; None
+    when there is no router or it did not answer) and the trainer's version (None: not read)."""
+
+    probes: Mapping[str, Probe] = field(default_factory=dict)
+    workers: Mapping[str, str] | None = None
+    policy: Reading | None = None
+    updating: Mapping[str, int] = field(default_factory=dict)  # pod -> version it was told to load, in flight
+
+
+@dataclass(frozen=True)
+class Gate:
+    status: str
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True)
+class Update:
+    pod: str
+    url: str  # the replica's server
+    version: int
+    model_path: str
+    catch_up: bool  # the replica is more than maxStaleness behind (a late joiner, or back from an outage)
+
+
+@dataclass(frozen=True)
+class ServingPlan:
+    replicas: int  # of the pool's Deployment: the target plus the replicas still draining
+    gates: dict[str, Gate] = field(default_factory=dict)  # pod -> its weights-current condition, if it changes
+    updates: list[Update] = field(default_factory=list)
+    register: list[tuple[str, str]] = field(default_factory=list)  # (pod, url) to add to the router
+    deregister: list[tuple[str, str, str]] = field(default_factory=list)  # (pod or "", url, worker id)
+    drain: list[str] = field(default_factory=list)  # replicas to start draining
+    drained: list[tuple[str, str]] = field(default_factory=list)  # (pod, why): drained, to delete now
+    costs: dict[str, int] = field(default_factory=dict)  # deletion costs: drained replicas go first
+    versions: dict[str, int] | None = None  # replicas per version served (None: not probed this pass)
+    sync: ConditionUpdate | None = None  # this pool's part of WeightsInSync (None: nothing new)
+
+
+def url_of(pod: PodInfo, port: int) -> str:
+    return f"http://{pod.ip}:{port}"
+
+
+def _since(mark: str) -> datetime | None:
+    try:
+        return datetime.strptime(mark, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+    except ValueError:
+        return None
+
+
+def drains(spec: ServingPool) -> bool:
+    """Is a scale-down a drain? Only when something routes by readiness (a router, or the weights gate)."""
+    return spec.drain_seconds > 0 and spec.per_replica
+
+
+def _drain_done(pod: PodInfo, probe: Probe | None, registered: bool, now: datetime, grace: int) -> str | None:
+    """Why a draining replica may be deleted now, or None while it may still be serving requests."""
+    if not pod.ip:
+        return "it never served"
+    since = _since(pod.draining)
+    if since is None or (now - since).total_seconds() >= grace:
+        return f"drained for {grace}s"
+    if registered:
+        return None  # still in the router: deregister first
+    if probe is not None and probe.load == 0:
+        return "no request left running"
+    return None
+
+
+def _victims(active: Sequence[PodInfo], n: int, probes: Mapping[str, Probe], busy: Mapping[str, float]) -> list[str]:
+    """The `n` replicas to drain: those serving nothing first (not ready), then the least busy (the
+    deletion-cost query, else the running requests), then the newest."""
+
+    def key(p: PodInfo) -> tuple[bool, float, float, str]:
+        load = (probes.get(p.name) or Probe()).load
+        return p.ready, busy.get(p.name, 0.0), float(load or 0), _desc(p.created)
+
+    return [p.name for p in sorted(active, key=key)[:n]]
+
+
+def _desc(text: str) -> str:
+    """Sorts `text` (a timestamp) newest first."""
+    return "".join(chr(0x10FFFF - ord(c)) for c in text)
+
+
+def _gate(pod: PodInfo, served: int | None, policy: int | None, staleness: int) -> Gate | None:
+    """The replica's weights-current condition (None: hold what it has, the trainer's version is unknown)."""
+    if pod.draining:
+        return Gate("False", R.DRAINING, "draining: removed from the router before it is deleted")
+    if policy is None:
+        return None
+    if served is None:
+        return Gate("False", R.VERSION_UNKNOWN, f"does not report its weight version (trainer v{policy})")
+    if served >= policy - staleness:
+        return Gate("True", R.CURRENT, f"serves v{served} (trainer v{policy})")
+    return Gate("False", R.BEHIND, f"serves v{served}, trainer v{policy}: more than {staleness} behind")
+
+
+def plan_serving(
+    pool: str,
+    spec: ServingPool,
+    target: int,
+    pods: Sequence[PodInfo],
+    seen: ServingObservation | None,
+    busy: Mapping[str, float],
+    now: datetime,
+) -> ServingPlan:
+    """One serving pool's plan. `seen` is None between full passes (nothing was probed): drains hold, the
+    Deployment keeps the target plus the replicas still draining."""
+    live = [p for p in pods if p.pool == pool and not p.deleting and not p.terminal]
+    draining = [p for p in live if p.draining]
+    active = [p for p in live if not p.draining]
+    probes = seen.probes if seen is not None else {}
+    workers = seen.workers if seen is not None else None
+    registered = set(workers or ())
+
+    drained: list[tuple[str, str]] = []
+    drain: list[str] = []
+    if drains(spec):
+        for p in draining:  # between full passes nothing is probed: only the grace period ends a drain
+            why = _drain_done(p, probes.get(p.name), url_of(p, spec.port) in registered, now, spec.drain_seconds)
+            if why is not None:
+                drained.append((p.name, why))
+        drain = _victims(active, len(active) - target, probes, busy) if len(active) > target else []
+        unready = {p.name for p in active if not p.ip}
+        drained += [(name, "it never served") for name in drain if name in unready]
+        drain = [name for name in drain if name not in unready]
+    finished = {name for name, _ in drained}
+    still = sum(1 for p in draining if p.name not in finished)
+    replicas = target + still + len(drain) if drains(spec) else target
+    costs = {name: LOWEST_COST for name in drain + [n for n, _ in drained]}
+    costs = {n: c for n, c in costs.items() if next(p for p in live if p.name == n).deletion_cost != c}
+    if seen is None:
+        return ServingPlan(replicas, drain=drain, drained=drained, costs=costs)
+
+    weights = spec.weights
+    policy = seen.policy.value if seen.policy is not None else None
+    version = int(policy) if policy is not None else None
+    gates: dict[str, Gate] = {}
+    current: dict[str, bool] = {}
+    updates: list[Update] = []
+    for p in live:
+        served = (probes.get(p.name) or Probe()).version
+        if weights is None:
+            current[p.name] = True
+            continue
+        leaving = p.draining or p.name in drain
+        gate = _gate(replace(p, draining=p.draining or ("now" if leaving else "")), served, version,
+                     weights.max_staleness)  # fmt: skip
+        if gate is not None and (gate.status, gate.message) != (p.weights_current, p.weights_message):
+            gates[p.name] = gate
+        current[p.name] = (gate.status if gate else p.weights_current) == "True"
+        if leaving or not p.ip or version is None or served is None or served >= version:
+            continue
+        if seen.updating.get(p.name, -1) < version:  # not told already (that load is still running)
+            stale = served < version - weights.max_staleness
+            updates.append(Update(p.name, url_of(p, spec.port), version, weights.path_of(version), stale))
+
+    register: list[tuple[str, str]] = []
+    deregister: list[tuple[str, str, str]] = []
+    if spec.router is not None and workers is not None:
+        wanted = {url_of(p, spec.port): p.name for p in active
+                  if p.ip and p.containers_ready and current[p.name] and p.name not in drain}  # fmt: skip
+        by_url = {url_of(p, spec.port): p.name for p in live if p.ip}
+        register = sorted((pod, url) for url, pod in wanted.items() if url not in workers)
+        deregister = sorted((by_url.get(url, ""), url, wid) for url, wid in workers.items() if url not in wanted)
+
+    served_versions = [probes[p.name].version for p in active if p.name in probes]
+    versions = dict(Counter(str(v) for v in served_versions if v is not None)) if weights is not None else None
+    sync = _sync(pool, spec, version, seen.policy, active, probes) if weights is not None else None
+    return ServingPlan(replicas, gates, updates, register, deregister, drain, drained, costs, versions, sync)
+
+
+def _sync(
+    pool: str, spec: ServingPool, policy: int | None, reading: Reading | None, active: Sequence[PodInfo],
+    probes: Mapping[str, Probe],
+) -> ConditionUpdate:  # fmt: skip
+    """This pool's part of WeightsInSync: how many replicas serve which version, against the trainer's."""
+    assert spec.weights is not None
+    if policy is None:
+        why = reading.error if reading is not None and reading.error else "not read"
+        return ConditionUpdate(R.WEIGHTS, "Unknown", R.VERSION_UNKNOWN, f"{pool}: trainer version unknown: {why}")
+    counts = Counter((probes.get(p.name) or Probe()).version for p in active)
+    shown = ", ".join(f"{n} at {'v' + str(v) if v is not None else 'unknown'}"
+                      for v, n in sorted(counts.items(), key=lambda c: -1 if c[0] is None else c[0]))  # fmt: skip
+    message = f"{pool}: {shown or 'no replica'} (trainer v{policy}, maxStaleness {spec.weights.max_staleness})"
+    behind = [v for v in counts.elements() if v is None or v < policy - spec.weights.max_staleness]
+    if behind:
+        return ConditionUpdate(R.WEIGHTS, "False", R.BEHIND, message)
+    return ConditionUpdate(R.WEIGHTS, "True", R.IN_SYNC, message)
+
+
+def combine(parts: Sequence[ConditionUpdate]) -> ConditionUpdate | None:
+    """One WeightsInSync condition from every pool's part: the worst status, every pool's message."""
+    if not parts:
+        return None
+    order = {"False": 0, "Unknown": 1, "True": 2}
+    worst = min(parts, key=lambda c: order[c.status])
+    return ConditionUpdate(R.WEIGHTS, worst.status, worst.reason, "; ".join(c.message for c in parts))
