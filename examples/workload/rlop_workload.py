@@ -3,21 +3,40 @@
     python rlop_workload.py controller|rollout|reward|sandbox|trainer
 
 Roles find each other through the variables rlop injects (RLOP_ROLLOUT_URL, RLOP_REWARD_URL,
-RLOP_SANDBOX_URL, RLOP_TRAINER_ADDR, ...) and export Prometheus metrics on :9400 with the labels
-namespace, rljob and pool, under the names the example RLJob scales on:
+RLOP_SANDBOX_URL, RLOP_TRAINER_ADDR, RLOP_WEIGHTS_DIR, ...), serve HTTP on RLOP_PORT (8000; every role
+GET /healthz and GET /ready, 503 while stopping) and export Prometheus metrics on RLOP_METRICS_PORT (9400)
+with the labels namespace, rljob and pool, under the names the example RLJob scales on:
 
-- rollout:    simulated generation, vLLM metric names (vllm:num_requests_waiting, vllm:num_requests_running)
+- rollout:    a tiny real model (vocabulary 64, dimension 16: tensors embed and lm_head, version v made from
+              the seed v; it starts at version 0) behind the subset of SGLang's HTTP API that RL frameworks
+              and sglang-router use: POST /generate (greedy decoding, plus a simulated decode latency; the
+              reply also carries the RL sample: prompt, completion, expected, right, version),
+              POST /update_weights_from_disk {"model_path", "weight_version"}, POST /flush_cache, GET /health,
+              /health_generate, /get_model_info (/model_info), /get_server_info (/server_info),
+              /get_weight_version, /get_load. Metrics: vllm:num_requests_waiting, vllm:num_requests_running,
+              rlop_rollout_weight_version, rlop_rollout_weight_updates_total{result: ok, failed}. Stopped
+              (SIGTERM), it refuses new generations (503, an infrastructure failure) and finishes those in
+              flight (up to RLOP_STOP_SECONDS, 20), as the sandbox does.
 - reward:     scores completions (rlop_reward_pending)
 - sandbox:    really executes the submitted Python snippets in a resource-limited subprocess and checks
               their output (rlop_sandbox_queue_depth, rlop_sandbox_verifications_total). Drained (rlop's
               mark in RLOP_DRAIN_FILE) or stopped (SIGTERM), it turns NotReady, refuses new checks with a 503
               marked as an infrastructure failure, finishes the ones in flight, and answers any it must cut
               short the same way: a verdict is only ever a verdict.
-- trainer:    consumes batches, exports step time and staleness (rlop_trainer_step_seconds, ...)
+- trainer:    consumes batches (POST /batch), exports step time and staleness (rlop_trainer_step_seconds,
+              rlop_trainer_staleness: policy versions between generation and training). With
+              RLOP_WEIGHTS_DIR, rank 0 (RLOP_TRAINER_RANK) publishes the next policy version v after a step,
+              at most every RLOP_PUBLISH_SECONDS (10), as the checkpoint <dir>/<v>/model.safetensors (written
+              aside and renamed into place; the newest 8 kept; a restarted trainer resumes from the newest).
+              rlop_policy_version: the newest published (rank 0), the newest on disk (other ranks), 0 without
+              RLOP_WEIGHTS_DIR.
 - controller: drives the asynchronous loop prompts -> rollout -> reward + sandbox -> trainer with a bounded
               staleness; POST /load {"prompts_per_s": x, "checks_per_prompt": k} changes the load. A check
-              that fails for infrastructure (a 503, a reset connection) is retried, never scored as wrong
-              (rlop_controller_checks_total{outcome}: scored, retried, lost, misscored against the truth).
+              or a generation that fails for infrastructure (a 503, a reset connection) is retried, never
+              scored as wrong (rlop_controller_checks_total{outcome}: scored, retried, lost, misscored against
+              the truth; rlop_controller_generations_total{outcome}: served, retried, lost, stale: served with
+              weights more than RLOP_ROLLOUT_MAX_STALENESS (1) versions behind rlop_controller_policy_version,
+              the newest the trainer reported).
 
 With RLOP_SIMULATED=1 (rlop's demo on simulated nodes) one process stands for a whole pool and serves at
 the rate of the replicas rlop runs: POST /sim/replicas {"n": k}.
@@ -26,10 +45,13 @@ the rate of the replicas rlop runs: POST /sim/replicas {"n": k}.
 from __future__ import annotations
 
 import contextlib
+import http.client
 import json
+import math
 import os
 import random
 import resource
+import shutil
 import signal
 import subprocess
 import sys
@@ -37,10 +59,17 @@ import tempfile
 import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
+import uuid
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+import numpy as np
+import safetensors
+import safetensors.numpy
+from numpy.typing import NDArray
 from prometheus_client import CONTENT_TYPE_LATEST, Counter, Gauge, Histogram, generate_latest
 
 ROLE = sys.argv[1] if len(sys.argv) > 1 else os.environ.get("RLOP_POOL", "controller")
@@ -56,17 +85,33 @@ SLOTS_PER_REPLICA = int(os.environ.get("RLOP_SLOTS", "4"))
 
 
 def gauge(name: str, doc: str) -> Gauge:
-    return Gauge(name, doc, list(LABELS)).labels(**LABELS)  # type: ignore[no-any-return]
+    return Gauge(name, doc, list(LABELS)).labels(**LABELS)
 
 
 class Unavailable(Exception):
     """Not a verdict: the replica cannot do this now (draining, stopping); try another one."""
 
 
+class Rejected(Exception):
+    """The request itself is wrong (a 400 whose reply is `body`): another attempt would fail the same way."""
+
+    def __init__(self, body: dict[str, Any]) -> None:
+        super().__init__(body.get("message"))
+        self.body = body
+
+
 def post(url: str, body: dict[str, Any], timeout: float = 30) -> dict[str, Any]:
     req = urllib.request.Request(url, json.dumps(body).encode(), {"Content-Type": "application/json"})
     with urllib.request.urlopen(req, timeout=timeout) as resp:
         return json.loads(resp.read() or b"{}")  # type: ignore[no-any-return]
+
+
+def infrastructure(e: Exception) -> bool:
+    """A failure of the way to a replica, not of the request (a 502, 503 or 504, a refused, reset or cut
+    connection, a timeout): worth another attempt, on whichever replica the router or Service picks."""
+    if isinstance(e, urllib.error.HTTPError):
+        return e.code in (502, 503, 504)
+    return isinstance(e, urllib.error.URLError | ConnectionError | TimeoutError | http.client.HTTPException)
 
 
 class Slots:
@@ -101,27 +146,228 @@ class Slots:
             self.cond.notify()
 
 
+class Graceful:
+    """Stops gracefully: drained or stopped (SIGTERM), it turns NotReady and takes no new work (Unavailable),
+    lets the work in flight finish for up to RLOP_STOP_SECONDS, then sets `aborted` (the work still in flight
+    answers Unavailable, never a made-up result) and exits."""
+
+    def __init__(self) -> None:
+        self.stop_seconds = float(os.environ.get("RLOP_STOP_SECONDS", "20"))  # below terminationGracePeriod
+        self.draining, self.aborted = threading.Event(), threading.Event()
+        self.inflight, self.lock = 0, threading.Lock()
+
+    def drain(self) -> None:
+        self.draining.set()
+
+    def ready(self) -> bool:
+        return not self.draining.is_set()
+
+    def stop(self, exit_: Callable[[int], object] = os._exit) -> None:
+        """SIGTERM: drain, wait for the work in flight (up to stop_seconds), cut the rest short, exit."""
+        self.drain()
+        deadline = time.monotonic() + self.stop_seconds
+        while self.inflight and time.monotonic() < deadline:
+            time.sleep(0.1)
+        self.aborted.set()
+        while self.inflight and time.monotonic() < deadline + 2:  # their 503s go out
+            time.sleep(0.05)
+        exit_(0)
+
+    @contextlib.contextmanager
+    def admitted(self, what: str, refused: Counter | None = None) -> Iterator[None]:
+        """One piece of work in flight; Unavailable (counted in `refused`) once draining."""
+        with self.lock:
+            if self.draining.is_set():
+                if refused is not None:
+                    refused.inc()
+                raise Unavailable(f"draining: this replica takes no new {what}")
+            self.inflight += 1
+        try:
+            yield
+        finally:
+            with self.lock:
+                self.inflight -= 1
+
+
+# ---------------------------------------------------------------- the rollout's tiny model
+
+VOCAB, DIM = 64, 16
+SHAPES = {"embed": (VOCAB, DIM), "lm_head": (DIM, VOCAB)}
+MODEL_PATH = "rlop-tiny"  # as SGLang's, the launch-time name whatever weights are loaded: the router keys workers by it
+KEEP_CHECKPOINTS = 8  # the trainer's newest checkpoints kept on disk
+Tensors = dict[str, NDArray[np.float32]]
+
+
+def make_weights(version: int) -> Tensors:
+    """Version `version` of the weights: the same anywhere, made from the seed `version`."""
+    rng = np.random.default_rng(version)
+    return {name: rng.standard_normal(shape, dtype=np.float32) for name, shape in SHAPES.items()}
+
+
+def save_weights(path_dir: str, tensors: Tensors) -> None:
+    """`path_dir`/model.safetensors (the directory made if need be)."""
+    os.makedirs(path_dir, exist_ok=True)
+    safetensors.numpy.save_file(tensors, os.path.join(path_dir, "model.safetensors"))
+
+
+def load_weights(path: str) -> Tensors:
+    """The weights in `path` (a directory holding model.safetensors, or the file itself); ValueError unless
+    they are this model's: its tensor names, shapes and dtype."""
+    file = os.path.join(path, "model.safetensors") if os.path.isdir(path) else path
+    try:
+        tensors = safetensors.numpy.load_file(file)
+    except (OSError, safetensors.SafetensorError) as e:
+        raise ValueError(f"cannot read {file}: {e}") from e
+    if set(tensors) != set(SHAPES):
+        raise ValueError(f"{file}: tensors {sorted(tensors)}, expected {sorted(SHAPES)}")
+    for name, shape in SHAPES.items():
+        got = tensors[name]
+        if got.shape != shape or got.dtype != np.float32:
+            raise ValueError(f"{file}: {name} is {got.dtype}{list(got.shape)}, expected float32{list(shape)}")
+    return tensors
+
+
+def encode(text: str) -> list[int]:
+    """The tokenizer: a token per byte, the byte mod VOCAB."""
+    return [b % VOCAB for b in text.encode()]
+
+
+def decode(ids: list[int]) -> str:
+    return "".join(chr(32 + i) for i in ids)  # printable: ' ' (0) to '_' (63)
+
+
+def greedy(weights: Tensors, ids: list[int], n: int) -> list[int]:
+    """`n` tokens after `ids`, each the argmax of the logits embed[last token] @ lm_head."""
+    out, last = [], ids[-1] if ids else 0
+    for _ in range(n):
+        last = int(np.argmax(weights["embed"][last] @ weights["lm_head"]))
+        out.append(last)
+    return out
+
+
+def checkpoints(weights_dir: str) -> list[int]:
+    """The versions published in `weights_dir` (its numeric directories), oldest first."""
+    try:
+        names = os.listdir(weights_dir)
+    except OSError:
+        return []
+    return sorted(int(n) for n in names if n.isdigit() and os.path.isdir(os.path.join(weights_dir, n)))
+
+
+def publish(weights_dir: str, version: int) -> None:
+    """Version `version` as <weights_dir>/<version>, atomically (written aside, then renamed into place: a
+    reader never sees half a checkpoint); only the newest KEEP_CHECKPOINTS stay."""
+    tmp = os.path.join(weights_dir, f".tmp-{version}-{os.getpid()}")
+    try:
+        save_weights(tmp, make_weights(version))
+        os.rename(tmp, os.path.join(weights_dir, str(version)))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)  # left only when the rename failed
+    for old in checkpoints(weights_dir)[:-KEEP_CHECKPOINTS]:
+        shutil.rmtree(os.path.join(weights_dir, str(old)), ignore_errors=True)
+
+
 # ---------------------------------------------------------------- roles
 
 
-class Rollout:
+class Rollout(Graceful):
+    """The tiny model behind SGLang's HTTP subset. Weights are swapped under a lock: a generation finishes on
+    the weights it started with, and its reply names their version."""
+
     def __init__(self) -> None:
+        super().__init__()
         self.slots = Slots(gauge("vllm:num_requests_waiting", "Requests waiting for a slot"),
                            gauge("vllm:num_requests_running", "Requests being generated"))  # fmt: skip
-        self.version = 0
+        self.version_gauge = gauge("rlop_rollout_weight_version", "Version of the weights served")
+        self.updates = Counter("rlop_rollout_weight_updates", "Weight updates by result", [*LABELS, "result"])
+        self.swap = threading.Lock()
+        self.weights, self.version = make_weights(0), "0"
+
+    def model(self) -> tuple[Tensors, str]:
+        with self.swap:
+            return self.weights, self.version
 
     def generate(self, body: dict[str, Any]) -> dict[str, Any]:
-        with self.slots:
-            time.sleep(random.uniform(0.3, 0.7))  # simulated decoding
+        """Greedy decoding of body["text"] (or its "input_ids"), sampling_params.max_new_tokens (8) tokens;
+        with the RL sample's fields: a code completion right 70 % of the time."""
+        try:  # one prompt (no batch)
+            given = body.get("input_ids")
+            ids = [int(i) % VOCAB for i in given] if given else encode(body.get("text") or "")
+            n = int((body.get("sampling_params") or {}).get("max_new_tokens", 8))
+        except (AttributeError, TypeError, ValueError) as e:
+            raise Rejected({"error": f"not a prompt: {e}"}) from e
+        with self.admitted("generations"), self.slots:
+            weights, version = self.model()
+            out = greedy(weights, ids, n)
+            if self.aborted.wait(random.uniform(0.3, 0.7)):  # simulated decoding
+                raise Unavailable("stopped mid-generation")
+        meta = {"id": uuid.uuid4().hex, "prompt_tokens": len(ids), "completion_tokens": len(out),
+                "weight_version": version, "finish_reason": {"type": "length"}}  # fmt: skip
         a, b = random.randint(1, 99), random.randint(1, 99)
         right = random.random() < 0.7  # the policy is right 70 % of the time
         code = f"print({a} + {b})" if right else f"print({a} - {b})"
-        sample = {"prompt": body.get("prompt"), "completion": code, "expected": str(a + b), "right": right}
-        return sample | {"version": self.version}
+        sample = {"prompt": body.get("text"), "completion": code, "expected": str(a + b), "right": right}
+        return {"text": decode(out), "meta_info": meta} | sample | {"version": int(version)}
 
-    def weights(self, body: dict[str, Any]) -> dict[str, Any]:
-        self.version = int(body["version"])
-        return {"version": self.version}
+    def update_weights_from_disk(self, body: dict[str, Any]) -> dict[str, Any]:
+        """Load and check body["model_path"], then serve it as body["weight_version"] (default: the version
+        served); on failure (Rejected) the weights and version served stay."""
+        path, version = body.get("model_path"), body.get("weight_version")
+        try:
+            if not isinstance(path, str) or not path:
+                raise ValueError("model_path: a path is required")
+            if version is not None and not str(version).isdigit():
+                raise ValueError(f"weight_version {version!r}: this workload's versions are integers")
+            weights = load_weights(path)
+        except ValueError as e:
+            self.updates.labels(**LABELS, result="failed").inc()
+            raise Rejected({"success": False, "message": str(e)}) from e
+        with self.swap:
+            self.weights = weights
+            self.version = self.version if version is None else str(version)
+            self.version_gauge.set(int(self.version))
+            message = f"loaded {path} as weight version {self.version}"
+        self.updates.labels(**LABELS, result="ok").inc()
+        return {"success": True, "message": message, "num_paused_requests": 0}
+
+    def flush_cache(self, body: dict[str, Any]) -> dict[str, Any]:
+        return {"success": True}  # no cache to flush
+
+    def health(self) -> dict[str, Any]:
+        if self.draining.is_set():
+            raise Unavailable("stopping")
+        return {}
+
+    def health_generate(self) -> dict[str, Any]:
+        greedy(self.model()[0], [0], 1)  # one real forward pass
+        return self.health()
+
+    def get_model_info(self) -> dict[str, Any]:
+        return {"model_path": MODEL_PATH, "tokenizer_path": None, "is_generation": True,
+                "weight_version": self.model()[1]}  # fmt: skip
+
+    def get_server_info(self) -> dict[str, Any]:
+        return {"model_path": MODEL_PATH, "dp_size": 1, "weight_version": self.model()[1],
+                "version": "rlop-workload"}  # fmt: skip
+
+    def get_weight_version(self) -> dict[str, Any]:
+        return {"weight_version": self.model()[1]}
+
+    def get_load(self) -> list[dict[str, Any]]:
+        with self.slots.cond:
+            return [{"dp_rank": 0, "num_reqs": self.slots.busy, "num_waiting_reqs": self.slots.queued,
+                     "num_tokens": 0}]  # fmt: skip
+
+
+ROLLOUT_ROUTES = {"POST /generate": "generate",
+                  "POST /update_weights_from_disk": "update_weights_from_disk",
+                  "POST /flush_cache": "flush_cache",
+                  "GET /health": "health",
+                  "GET /health_generate": "health_generate",
+                  "GET /get_model_info": "get_model_info", "GET /model_info": "get_model_info",
+                  "GET /get_server_info": "get_server_info", "GET /server_info": "get_server_info",
+                  "GET /get_weight_version": "get_weight_version",
+                  "GET /get_load": "get_load"}  # fmt: skip
 
 
 class Reward:
@@ -153,18 +399,16 @@ def run_snippet(code: str, timeout: float = 5.0) -> tuple[bool, str]:
     return out.returncode == 0, out.stdout.strip()
 
 
-class Sandbox:
+class Sandbox(Graceful):
     """Verifies code; stops gracefully: drained or stopped, no new check, the ones in flight finished (or,
     past the stop deadline, answered as infrastructure failures), never a made-up verdict."""
 
     def __init__(self, drain_file: str = os.environ.get("RLOP_DRAIN_FILE", "")) -> None:
+        super().__init__()
         self.slots = Slots(gauge("rlop_sandbox_queue_depth", "Verifications waiting for a slot"))
         self.results = Counter("rlop_sandbox_verifications", "Verifications run", [*LABELS, "result"])
         self.draining_gauge = gauge("rlop_sandbox_draining", "1 once the replica stops taking checks")
         self.check_seconds = float(os.environ.get("RLOP_CHECK_SECONDS", "0.5"))  # a test suite's length
-        self.stop_seconds = float(os.environ.get("RLOP_STOP_SECONDS", "20"))  # below terminationGracePeriod
-        self.draining, self.aborted = threading.Event(), threading.Event()
-        self.inflight, self.lock = 0, threading.Lock()
         self.drain_file = drain_file
         threading.Thread(target=self.watch_drain, daemon=True).start()
 
@@ -177,30 +421,11 @@ class Sandbox:
             time.sleep(0.5)
 
     def drain(self) -> None:
-        self.draining.set()
+        super().drain()
         self.draining_gauge.set(1)
 
-    def ready(self) -> bool:
-        return not self.draining.is_set()
-
-    def stop(self, exit_: Any = os._exit) -> None:
-        """SIGTERM: drain, wait for the checks in flight (up to stop_seconds), cut the rest short, exit."""
-        self.drain()
-        deadline = time.monotonic() + self.stop_seconds
-        while self.inflight and time.monotonic() < deadline:
-            time.sleep(0.1)
-        self.aborted.set()
-        while self.inflight and time.monotonic() < deadline + 2:  # their 503s go out
-            time.sleep(0.05)
-        exit_(0)
-
     def verify(self, body: dict[str, Any]) -> dict[str, Any]:
-        if self.draining.is_set():
-            self.results.labels(**LABELS, result="refused").inc()
-            raise Unavailable("draining: this replica takes no new checks")
-        with self.lock:
-            self.inflight += 1
-        try:
+        with self.admitted("checks", self.results.labels(**LABELS, result="refused")):
             with self.slots:
                 started = time.monotonic()
                 ok, stdout = run_snippet(body["code"])
@@ -208,34 +433,54 @@ class Sandbox:
             if self.aborted.is_set():
                 self.results.labels(**LABELS, result="aborted").inc()
                 raise Unavailable("stopped mid-check: not a verdict")
-        finally:
-            with self.lock:
-                self.inflight -= 1
         passed = ok and stdout == body.get("expected")
         self.results.labels(**LABELS, result="pass" if passed else "fail").inc()
         return {"passed": passed, "stdout": stdout[:200]}
 
 
 class Trainer:
-    def __init__(self) -> None:
+    """Optimizer steps on the controller's batches. With a weights directory, rank 0 publishes the next policy
+    version after a step, RLOP_PUBLISH_SECONDS after the last at the earliest (at once when there is none),
+    resuming from the newest on disk; rlop_policy_version is the newest published (the other ranks read the
+    directory when scraped; 0 without a directory)."""
+
+    def __init__(self, weights_dir: str = os.environ.get("RLOP_WEIGHTS_DIR", ""),
+                 rank: int = int(os.environ.get("RLOP_TRAINER_RANK", "0") or 0)) -> None:  # fmt: skip
         self.step_seconds = Histogram("rlop_trainer_step_seconds", "Time of one optimizer step", list(LABELS))
         self.staleness = gauge("rlop_trainer_staleness", "Policy versions between generation and training")
         self.steps = Counter("rlop_trainer_steps", "Optimizer steps", list(LABELS))
         self.version, self.lock = 0, threading.Lock()
-        self.rank = int(os.environ.get("RLOP_TRAINER_RANK", "0") or 0)
+        self.weights_dir, self.rank = weights_dir, rank
+        self.publish_seconds = float(os.environ.get("RLOP_PUBLISH_SECONDS", "10"))
+        self.published = max(checkpoints(weights_dir), default=0) if weights_dir else 0
+        self.published_at = time.monotonic() if self.published else -math.inf
+        policy = gauge("rlop_policy_version", "Newest policy version published to the weights directory")
+        if rank == 0:
+            policy.set_function(lambda: self.published)
+        else:
+            policy.set_function(lambda: max(checkpoints(weights_dir), default=0))
 
     def batch(self, body: dict[str, Any]) -> dict[str, Any]:
         with self.lock:  # one step at a time
             started = time.monotonic()
             time.sleep(random.uniform(0.5, 1.0))  # simulated forward/backward/all-reduce
             self.version += 1
-            self.staleness.set(self.version - min(s.get("version", 0) for s in body["samples"]))
+            self.staleness.set(self.published - min(s.get("version", 0) for s in body["samples"]))
             self.step_seconds.labels(**LABELS).observe(time.monotonic() - started)
             self.steps.labels(**LABELS).inc()
-        if self.rank == 0 and (url := os.environ.get("RLOP_ROLLOUT_URL")):
-            with contextlib.suppress(OSError):
-                post(f"{url}/weights", {"version": self.version}, timeout=5)
-        return {"version": self.version}
+            self.maybe_publish()
+            return {"version": self.version, "policy_version": self.published}
+
+    def maybe_publish(self) -> None:
+        """Publish version published + 1 if this is rank 0 with a weights directory and it is time; a failed
+        write (a full volume) publishes nothing."""
+        if self.rank != 0 or not self.weights_dir or time.monotonic() - self.published_at < self.publish_seconds:
+            return
+        try:
+            publish(self.weights_dir, self.published + 1)
+        except OSError:
+            return
+        self.published, self.published_at = self.published + 1, time.monotonic()
 
 
 class Controller:
@@ -249,8 +494,11 @@ class Controller:
         self.prompts = Counter("rlop_controller_prompts", "Prompts issued", list(LABELS)).labels(**LABELS)
         self.inflight = gauge("rlop_controller_inflight", "Prompts between rollout and trainer")
         self.checks_total = Counter("rlop_controller_checks", "Sandbox checks by outcome", [*LABELS, "outcome"])
-        self.version, self.samples, self.lock = 0, [], threading.Lock()
-        self.live = 0
+        self.generations = Counter("rlop_controller_generations", "Generations by outcome", [*LABELS, "outcome"])
+        self.policy_gauge = gauge("rlop_controller_policy_version", "The trainer's newest policy version")
+        self.rollout_max_staleness = int(os.environ.get("RLOP_ROLLOUT_MAX_STALENESS", "1"))
+        self.samples: list[dict[str, Any]] = []
+        self.policy_version, self.live, self.lock = 0, 0, threading.Lock()
         threading.Thread(target=self.drive, daemon=True).start()
 
     def load(self, body: dict[str, Any]) -> dict[str, Any]:
@@ -279,7 +527,9 @@ class Controller:
         try:
             if not urls["rollout"]:
                 return
-            sample = post(f"{urls['rollout']}/generate", {"prompt": prompt})
+            sample = self.generate(urls["rollout"], prompt)
+            if sample is None:
+                return  # lost: the sample is dropped
             if urls["reward"]:
                 sample["score"] = post(f"{urls['reward']}/score", sample)["score"]
             if urls["sandbox"]:
@@ -314,6 +564,26 @@ class Controller:
         outcome(**LABELS, outcome="lost").inc()
         return None
 
+    def generate(self, url: str, prompt: str, attempts: int = 8) -> dict[str, Any] | None:
+        """One generation: an infrastructure failure is retried (as a check is); None when the sample is lost.
+        A reply from weights more than RLOP_ROLLOUT_MAX_STALENESS versions behind the policy counts as stale."""
+        outcome = self.generations.labels
+        for attempt in range(attempts):
+            try:
+                reply = post(f"{url}/generate", {"text": prompt, "sampling_params": {"max_new_tokens": 8}})
+            except (OSError, ValueError, http.client.HTTPException) as e:
+                if not infrastructure(e):
+                    break
+                outcome(**LABELS, outcome="retried").inc()
+                time.sleep(0.2 * (attempt + 1))
+                continue
+            outcome(**LABELS, outcome="served").inc()
+            if int(reply["meta_info"]["weight_version"]) < self.policy_version - self.rollout_max_staleness:
+                outcome(**LABELS, outcome="stale").inc()
+            return reply
+        outcome(**LABELS, outcome="lost").inc()
+        return None
+
     def collect(self, sample: dict[str, Any]) -> None:
         with self.lock:
             self.samples.append(sample)
@@ -322,7 +592,8 @@ class Controller:
             batch, self.samples = self.samples, []
         addr = os.environ.get("RLOP_TRAINER_URL") or f"http://{os.environ.get('RLOP_TRAINER_ADDR', '')}"
         with contextlib.suppress(OSError):
-            self.version = post(f"{addr}/batch", {"samples": batch})["version"]
+            self.policy_version = int(post(f"{addr}/batch", {"samples": batch}).get("policy_version", 0))
+            self.policy_gauge.set(self.policy_version)
 
 
 class QuietServer(ThreadingHTTPServer):
@@ -365,41 +636,54 @@ def serve_metrics(port: int) -> None:
     threading.Thread(target=server.serve_forever, daemon=True).start()
 
 
-ROLES = {"rollout": (Rollout, {"/generate": "generate", "/weights": "weights"}),
-         "reward": (Reward, {"/score": "score"}),
-         "sandbox": (Sandbox, {"/verify": "verify"}),
-         "trainer": (Trainer, {"/batch": "batch"}),
-         "controller": (Controller, {"/load": "load"})}  # fmt: skip
+ROLES: dict[str, tuple[Callable[[], object], dict[str, str]]] = {
+    "rollout": (Rollout, ROLLOUT_ROUTES),
+    "reward": (Reward, {"POST /score": "score"}),
+    "sandbox": (Sandbox, {"POST /verify": "verify"}),
+    "trainer": (Trainer, {"POST /batch": "batch"}),
+    "controller": (Controller, {"POST /load": "load"}),
+}
 
 
 def server(role: Any, routes: dict[str, str], port: int) -> QuietServer:
-    """The role's HTTP API: its POST routes, GET /healthz, GET /ready (503 while draining); Unavailable
-    becomes a 503 whose body says it is an infrastructure failure, not a verdict."""
+    """The role's HTTP API: its routes ("POST /path" -> a method called with the JSON body, "GET /path" -> one
+    called without), GET /healthz, GET /ready (503 while draining); the query string is ignored. Unavailable
+    becomes a 503 whose body says it is an infrastructure failure, not a verdict; Rejected a 400."""
 
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:
-            body = read_body(self)
+            self.route(read_body(self))
+
+        def do_GET(self) -> None:
+            self.route({})
+
+        def route(self, body: dict[str, Any]) -> None:
+            key = f"{self.command} {urllib.parse.urlsplit(self.path).path}"
             try:
-                if self.path == "/sim/replicas" and SIMULATED and hasattr(role, "slots"):
+                if key == "POST /sim/replicas" and SIMULATED and hasattr(role, "slots"):
                     role.slots.resize(int(body["n"]))
-                    out: dict[str, Any] = {"replicas": body["n"]}
-                elif self.path in routes:
-                    out = getattr(role, routes[self.path])(body)
+                    out: Any = {"replicas": body["n"]}
+                elif key in routes:
+                    method = getattr(role, routes[key])
+                    out = method(body) if self.command == "POST" else method()
+                elif key == "GET /healthz":
+                    out = {}
+                elif key == "GET /ready":
+                    if not getattr(role, "ready", lambda: True)():
+                        raise Unavailable("draining")
+                    out = {}
                 else:
                     self.send_error(404)
                     return
             except Unavailable as e:
                 self.reply(503, {"error": str(e), "infrastructure": True})
                 return
+            except Rejected as e:
+                self.reply(400, e.body)
+                return
             self.reply(200, out)
 
-        def do_GET(self) -> None:
-            ready = getattr(role, "ready", lambda: True)()
-            code = {"/healthz": 200, "/ready": 200 if ready else 503}.get(self.path, 404)
-            self.send_response(code)
-            self.end_headers()
-
-        def reply(self, code: int, out: dict[str, Any]) -> None:
+        def reply(self, code: int, out: Any) -> None:
             data = json.dumps(out).encode()
             self.send_response(code)
             self.send_header("Content-Type", "application/json")
@@ -415,9 +699,9 @@ def server(role: Any, routes: dict[str, str], port: int) -> QuietServer:
 
 def main() -> None:
     cls, routes = ROLES[ROLE]
-    role = cls()  # type: ignore[abstract]
+    role = cls()
     serve_metrics(METRICS_PORT)
-    if isinstance(role, Sandbox):  # stop gracefully: the handler returns at once, the drain runs beside
+    if isinstance(role, Graceful):  # stop gracefully: the handler returns at once, the drain runs beside
         signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=role.stop, daemon=True).start())
     server(role, routes, PORT).serve_forever()
 

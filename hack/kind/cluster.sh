@@ -33,17 +33,23 @@ up() {
   local node_image
   node_image=$(bash "$ROOT/hack/kind/images.sh")
   privileged_or_wrap
+  local config_key stamp=$CACHE/kind-$NAME.config
+  config_key=$(sha256sum "$ROOT/kind-config.yaml" | cut -c1-16)
   if kind get clusters 2>/dev/null | grep -qx "$NAME"; then
     if [ "$(docker inspect -f '{{.Config.Image}} {{.State.Running}}' "$NAME-control-plane" 2>/dev/null)" \
-         != "$node_image true" ]; then
-      log "cluster $NAME is stopped or runs another node image: recreating"; kind delete cluster --name "$NAME"
+         != "$node_image true" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$config_key" ]; then
+      log "cluster $NAME is stopped, runs another node image or another kind-config.yaml: recreating"
+      kind delete cluster --name "$NAME"
     fi
   fi
   if ! kind get clusters 2>/dev/null | grep -qx "$NAME"; then
     mkdir -p "$(dirname "$KUBECONFIG")"
+    # the GPU workers' shared checkpoint directory (kind-config.yaml): writable by the pods' non-root user
+    rm -rf /tmp/rlop-kind-weights && mkdir -p /tmp/rlop-kind-weights && chmod 1777 /tmp/rlop-kind-weights
     log "kind create cluster $NAME ($node_image)"
     kind create cluster --name "$NAME" --config "$ROOT/kind-config.yaml" --image "$node_image" \
       --kubeconfig "$KUBECONFIG" --wait 5m >&2
+    echo "$config_key" >"$stamp"
   else
     kind export kubeconfig --name "$NAME" --kubeconfig "$KUBECONFIG" >&2
     # a cluster that outlived a dockerd restart comes back slowly (RBAC answers Forbidden until bootstrapped)

@@ -5,6 +5,7 @@ operator pod mid-scale."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from collections.abc import Iterator
@@ -141,6 +142,146 @@ def test_sandbox_egress_is_blocked_by_the_network_policy(kind: KindCluster, k: K
     _, out = wait_for(lambda: (r := exec_in(k, sandbox, "python", "-c", CONNECT, ip, "9090"))[0] != 0 and r,
                        timeout=30, what="sandbox egress refused")  # fmt: skip
     assert "connected" not in out, out
+
+
+GET = "import sys, urllib.request as u; print(u.urlopen(sys.argv[1], timeout=5).read().decode())"
+
+
+def http_get(k: Kubectl, url: str) -> Any:
+    """GET `url` from inside the cluster (the controller pod), JSON."""
+    rc, out = exec_in(k, pods(k, "controller")[0]["metadata"]["name"], "python", "-c", GET, url)
+    assert rc == 0, out
+    return json.loads(out)
+
+
+def gate(pod: dict[str, Any]) -> dict[str, Any]:
+    """The pod's rlop.dev/weights-current condition ({} before rlop set it)."""
+    return next((c for c in pod["status"].get("conditions", []) if c["type"] == "rlop.dev/weights-current"), {})
+
+
+def served(k: Kubectl) -> dict[str, int]:
+    """The version each Running rollout replica says it serves, asked directly (not through rlop)."""
+    out = {}
+    for pod in pods(k, "rollout"):
+        if ip := pod["status"].get("podIP"):
+            with contextlib.suppress(AssertionError):
+                out[pod["metadata"]["name"]] = int(
+                    http_get(k, f"http://{ip}:8000/get_weight_version")["weight_version"]
+                )
+    return out
+
+
+def router_workers(k: Kubectl) -> set[str]:
+    return {w["url"] for w in http_get(k, f"http://{JOB}-rollout-router:30000/workers")["workers"]}
+
+
+def generations(kind: KindCluster) -> dict[str, float]:
+    """The RL controller's generations so far, by outcome (served, retried, lost, stale)."""
+    res = kind.promql(f'sum by (outcome) (rlop_controller_generations_total{{namespace="{NS}"}})')
+    return {r["metric"]["outcome"]: float(r["value"][1]) for r in res}
+
+
+def in_sync(k: Kubectl, replicas: int) -> dict[str, Any] | None:
+    """Every replica Ready, serving the trainer's version (asked directly), the only ones in the router, and
+    WeightsInSync saying so; the state when it holds, else None."""
+    st = status(k)
+    policy = st.get("policyVersion")
+    live = pods(k, "rollout")
+    versions = served(k)
+    cond = next((c for c in st.get("conditions", []) if c["type"] == "WeightsInSync"), {})
+    urls = {f"http://{p['status']['podIP']}:8000" for p in live if ready(p)}
+    state = {"policy": policy, "served": versions, "condition": cond, "router": router_workers(k), "ready": urls}
+    if policy is None or len(live) != replicas or len(urls) != replicas or set(versions.values()) != {policy}:
+        return None
+    if cond.get("status") != "True" or f"{replicas} at v{policy}" not in cond.get("message", ""):
+        return None
+    return state if state["router"] == urls else None
+
+
+def rollout_size(k: Kubectl, n: int) -> None:
+    patch = {"spec": {"pools": {"rollout": {"autoscale": {"minReplicas": n, "maxReplicas": n}}}}}
+    k("patch", "rljob", JOB, "--type=merge", "-p", json.dumps(patch))
+
+
+def test_rollout_replicas_serve_the_trainers_weights_behind_the_router(kind: KindCluster, k: Kubectl) -> None:
+    kind.post(NS, f"{JOB}-controller", 8000, "/load", {"prompts_per_s": 4, "checks_per_prompt": 1})
+    wait_for(lambda: (status(k).get("policyVersion") or 0) >= 2, timeout=240,
+             what="the trainer published checkpoints, status.policyVersion >= 2")  # fmt: skip
+    wait_for(lambda: in_sync(k, 1), timeout=120, what="the replica serves the trainer's version")
+    pod = pods(k, "rollout")[0]
+    assert gate(pod)["status"] == "True" and "serves v" in gate(pod)["message"], gate(pod)
+    assert any(g["conditionType"] == "rlop.dev/weights-current" for g in pod["spec"]["readinessGates"])
+    # the members Service lists the Ready replicas, each with its own DNS name
+    rc, out = exec_in(k, pods(k, "controller")[0]["metadata"]["name"], "python", "-c",
+                      "import socket,sys; print(socket.gethostbyname(sys.argv[1]))",
+                      f"{pod['metadata']['name']}.{JOB}-rollout-members")  # fmt: skip
+    assert (rc, out) == (0, pod["status"]["podIP"]), out
+    wait_for(lambda: generations(kind).get("served", 0) > 0, timeout=120, what="generations through the router")
+
+
+def test_rollout_scaled_1_to_3_mid_run_every_replica_converges_and_none_serves_stale(
+    kind: KindCluster, k: Kubectl
+) -> None:
+    before = generations(kind)
+    rollout_size(k, 3)
+    seen_false = []
+
+    def converged() -> dict[str, Any] | None:
+        cond = next((c for c in status(k).get("conditions", []) if c["type"] == "WeightsInSync"), {})
+        if cond.get("status") == "False":
+            seen_false.append(cond["message"])  # a late joiner still loading: said so, not hidden
+        return in_sync(k, 3)
+
+    state = wait_for(converged, timeout=300, what="3 replicas, all at the trainer's version, all in the router")
+    events = [e["message"] for e in k.events(JOB) if e["reason"] == "RouterAdded"]
+    assert len(events) >= 3, events
+    time.sleep(10)  # generations spread over the new replicas, scraped
+    spread = kind.promql(f'sum by (worker) (smg_worker_cb_outcomes_total{{namespace="{NS}",outcome="success"}})')
+    served_by = {r["metric"]["worker"] for r in spread if float(r["value"][1]) > 0}
+    assert len(served_by & state["ready"]) == 3, (served_by, state)  # the router sent work to every replica
+    after = generations(kind)
+    delta = {o: after.get(o, 0) - before.get(o, 0) for o in ("served", "retried", "lost", "stale")}
+    assert delta["served"] > 0 and delta["stale"] == 0 and delta["lost"] == 0, delta
+
+
+def test_rollout_scaled_3_to_1_drains_and_loses_no_request(kind: KindCluster, k: Kubectl) -> None:
+    kind.post(NS, f"{JOB}-controller", 8000, "/load", {"prompts_per_s": 8, "checks_per_prompt": 1})
+    time.sleep(5)  # requests in flight on every replica
+    before = generations(kind)
+    rollout_size(k, 1)
+    wait_for(lambda: in_sync(k, 1), timeout=240, what="one replica left, current, alone in the router")
+    drained = [e["message"] for e in k.events(JOB) if e["reason"] == "ReplicaDrained"]
+    assert len(drained) >= 2, drained
+    assert any(e["reason"] == "ReplicaDraining" for e in k.events(JOB))
+    time.sleep(10)  # the last generations retried and scraped
+    after = generations(kind)
+    delta = {o: after.get(o, 0) - before.get(o, 0) for o in ("served", "retried", "lost", "stale")}
+    assert delta["served"] > 0 and delta["lost"] == 0 and delta["stale"] == 0, delta
+
+
+def test_a_replica_down_while_the_trainer_moves_on_catches_up_before_taking_traffic(
+    kind: KindCluster, k: Kubectl
+) -> None:
+    kind.post(NS, f"{JOB}-controller", 8000, "/load", {"prompts_per_s": 4, "checks_per_prompt": 1})
+    pod = pods(k, "rollout")[0]
+    name, node = pod["metadata"]["name"], pod["spec"]["nodeName"]
+    start = status(k)["policyVersion"]
+    before = generations(kind)
+    stopped = kind.node_exec(node, "pkill", "-STOP", "-f", "rlop_workload.py rollout")
+    assert stopped.returncode == 0, stopped.stderr
+    try:
+        wait_for(lambda: gate(k.get("pod", name))["status"] == "False", timeout=60, what=f"{name} gated out")
+        wait_for(lambda: router_workers(k) == set(), timeout=60, what=f"{name} out of the router")
+        wait_for(lambda: status(k)["policyVersion"] >= start + 2, timeout=120, what="the trainer 2 versions on")
+    finally:
+        kind.node_exec(node, "pkill", "-CONT", "-f", "rlop_workload.py rollout")
+    wait_for(lambda: in_sync(k, 1), timeout=120, what=f"{name} caught up, Ready and routed again")
+    caught = [e["message"] for e in k.events(JOB) if e["reason"] == "WeightsUpdate" and name in e["message"]]
+    assert caught, "no catch-up load was ordered"
+    time.sleep(10)
+    after = generations(kind)
+    delta = {o: after.get(o, 0) - before.get(o, 0) for o in ("served", "lost", "stale")}
+    assert delta["stale"] == 0, delta  # nothing routed to it while it was behind
 
 
 def desired(k: Kubectl, pool: str) -> int:

@@ -1,9 +1,12 @@
-"""The reference workload: its sandbox really runs code, within limits, and stops without a false verdict."""
+"""The reference workload: its sandbox really runs code, within limits, and stops without a false verdict; its
+rollout serves a tiny real model behind SGLang's HTTP subset and loads the versions its trainer publishes."""
 
 from __future__ import annotations
 
 import importlib.util
 import json
+import os
+import socket
 import sys
 import threading
 import time
@@ -11,11 +14,15 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
+import numpy as np
+import pytest
 from prometheus_client import REGISTRY
 
 ROOT = Path(__file__).resolve().parents[2]
-WORKLOAD_METRICS = ("rlop_sandbox_", "rlop_controller_", "rlop_reward_", "rlop_trainer_", "vllm:", "test_")
+WORKLOAD_METRICS = ("rlop_sandbox_", "rlop_controller_", "rlop_reward_", "rlop_trainer_", "rlop_rollout_",
+                    "rlop_policy_", "vllm:", "test_")  # fmt: skip
 
 
 def workload() -> ModuleType:
@@ -61,6 +68,42 @@ def _status(url: str) -> int:
         return int(e.code)
 
 
+def _get(url: str) -> Any:
+    with urllib.request.urlopen(url, timeout=5) as r:
+        return json.loads(r.read())
+
+
+def _call(w: ModuleType, url: str, body: dict[str, Any]) -> tuple[int, Any]:
+    """POST: (status, reply), an error's included."""
+    try:
+        return 200, w.post(url, body)
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+def _wait(condition: Any, timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.02)
+
+
+def _metric(w: ModuleType, name: str, **labels: str) -> float | None:
+    return REGISTRY.get_sample_value(name, {**w.LABELS, **labels})
+
+
+def _outcomes(counter: Any) -> dict[str, float]:
+    """A counter's non-zero totals by outcome."""
+    return {s.labels["outcome"]: s.value for m in counter.collect() for s in m.samples
+            if s.name.endswith("_total") and s.value}  # fmt: skip
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
 def test_a_drained_sandbox_turns_unready_refuses_new_checks_as_infrastructure_and_finishes_its_own(
     tmp_path: Path,
 ) -> None:
@@ -69,7 +112,7 @@ def test_a_drained_sandbox_turns_unready_refuses_new_checks_as_infrastructure_an
     mark.write_text("")  # the downward API file of an absent annotation
     box = w.Sandbox(drain_file=str(mark))
     box.check_seconds = 1.5
-    url, srv = _serve(w, box, {"/verify": "verify"})
+    url, srv = _serve(w, box, {"POST /verify": "verify"})
     assert _status(f"{url}/ready") == 200
     inflight: list[dict[str, object]] = []
     t = threading.Thread(target=lambda: inflight.append(w.post(f"{url}/verify", {"code": "print(1)", "expected": "1"})))
@@ -94,7 +137,7 @@ def test_a_stopped_sandbox_answers_a_check_it_cuts_short_as_infrastructure_not_a
     w = workload()
     box = w.Sandbox(drain_file="")
     box.check_seconds, box.stop_seconds = 30.0, 0.5
-    url, srv = _serve(w, box, {"/verify": "verify"})
+    url, srv = _serve(w, box, {"POST /verify": "verify"})
     got: list[object] = []
 
     def call() -> None:
@@ -119,13 +162,286 @@ def test_the_controller_retries_infrastructure_failures_and_never_scores_them() 
     sample = {"completion": "print(3)", "expected": "3", "right": True}
     drained = w.Sandbox(drain_file="")
     drained.drain()
-    url, srv = _serve(w, drained, {"/verify": "verify"})
+    url, srv = _serve(w, drained, {"POST /verify": "verify"})
     ctl = w.Controller.__new__(w.Controller)  # the check alone, without the load thread
     ctl.checks_total = w.Counter("test_checks", "", [*w.LABELS, "outcome"])
     assert ctl.check(url, sample, attempts=2) is None  # every attempt refused: lost, not False
     drained.draining.clear()  # the replica is back (as another replica behind the Service would be)
     assert ctl.check(url, sample) is True
-    counts = {s.labels["outcome"]: s.value for m in ctl.checks_total.collect() for s in m.samples
-              if s.name.endswith("_total")}  # fmt: skip
-    assert counts == {"retried": 2.0, "lost": 1.0, "scored": 1.0}
+    assert _outcomes(ctl.checks_total) == {"retried": 2.0, "lost": 1.0, "scored": 1.0}
     srv.shutdown()  # type: ignore[attr-defined]
+
+
+# ---------------------------------------------------------------- the rollout's model and SGLang's HTTP subset
+
+
+def _tensors(**changes: Any) -> dict[str, Any]:
+    """The model's tensors (zeros), with `changes` (None: the tensor left out)."""
+    tensors = {"embed": np.zeros((64, 16), np.float32), "lm_head": np.zeros((16, 64), np.float32)} | changes
+    return {name: t for name, t in tensors.items() if t is not None}
+
+
+def test_weights_are_made_from_their_version_and_round_trip_through_safetensors(tmp_path: Path) -> None:
+    w = workload()
+    weights = w.make_weights(3)
+    assert {n: (t.shape, t.dtype) for n, t in weights.items()} == {"embed": ((64, 16), np.float32),
+                                                                   "lm_head": ((16, 64), np.float32)}  # fmt: skip
+    assert all(np.array_equal(t, w.make_weights(3)[n]) for n, t in weights.items())
+    assert not np.array_equal(weights["embed"], w.make_weights(4)["embed"])
+    w.save_weights(str(tmp_path / "3"), weights)
+    for path in (tmp_path / "3", tmp_path / "3" / "model.safetensors"):  # the directory or the file
+        loaded = w.load_weights(str(path))
+        assert set(loaded) == set(weights) and all(np.array_equal(loaded[n], t) for n, t in weights.items())
+
+
+@pytest.mark.parametrize(
+    ("tensors", "error"),
+    [
+        (None, "cannot read .*absent"),
+        (b"not a checkpoint", "cannot read .*model.safetensors"),
+        (_tensors(lm_head=None), r"tensors \['embed'\], expected \['embed', 'lm_head'\]"),
+        (_tensors(bias=np.zeros(64, np.float32)), r"tensors \['bias', 'embed', 'lm_head'\]"),
+        (_tensors(embed=np.zeros((64, 8), np.float32)), r"embed is float32\[64, 8\], expected float32\[64, 16\]"),
+        (_tensors(lm_head=np.zeros((16, 64), np.float64)), r"lm_head is float64\[16, 64\], expected float32"),
+    ],
+    ids=["absent", "not safetensors", "a tensor missing", "a tensor too many", "a wrong shape", "a wrong dtype"],
+)
+def test_weights_that_are_not_the_models_are_refused_with_the_reason(tmp_path: Path, tensors: Any, error: str) -> None:
+    w = workload()
+    path = tmp_path / "absent"
+    if isinstance(tensors, bytes):
+        path = tmp_path
+        (tmp_path / "model.safetensors").write_bytes(tensors)
+    elif tensors is not None:
+        path = tmp_path
+        w.save_weights(str(tmp_path), tensors)
+    with pytest.raises(ValueError, match=error):
+        w.load_weights(str(path))
+
+
+def test_the_rollout_answers_sglangs_and_the_routers_requests_with_a_real_forward_pass() -> None:
+    w = workload()
+    url, srv = _serve(w, w.Rollout(), w.ROLLOUT_ROUTES)
+    info = {"model_path": "rlop-tiny", "weight_version": "0"}
+    replies = {
+        "/health": {},
+        "/health_generate": {},
+        "/get_model_info": info | {"tokenizer_path": None, "is_generation": True},
+        "/model_info?x=1": info | {"tokenizer_path": None, "is_generation": True},  # the query string ignored
+        "/get_server_info": info | {"dp_size": 1, "version": "rlop-workload"},
+        "/server_info": info | {"dp_size": 1, "version": "rlop-workload"},
+        "/get_weight_version": {"weight_version": "0"},
+        "/get_load": [{"dp_rank": 0, "num_reqs": 0, "num_waiting_reqs": 0, "num_tokens": 0}],
+    }
+    assert {path: _get(url + path) for path in replies} == replies
+    assert _call(w, f"{url}/flush_cache", {}) == (200, {"success": True})
+    reply = w.post(f"{url}/generate", {"text": "1+1=", "sampling_params": {"max_new_tokens": 5}, "rid": "r"})
+    assert reply["text"] == w.decode(w.greedy(w.make_weights(0), w.encode("1+1="), 5))
+    meta = reply["meta_info"]
+    assert (meta["prompt_tokens"], meta["completion_tokens"], meta["weight_version"]) == (4, 5, "0")
+    assert meta["finish_reason"] == {"type": "length"} and meta["id"]
+    assert (reply["prompt"], reply["version"]) == ("1+1=", 0)  # the RL sample
+    assert (str(eval(reply["completion"].removeprefix("print"))) == reply["expected"]) == reply["right"]
+    by_ids = w.post(f"{url}/generate", {"input_ids": [65, 2]})["meta_info"]
+    assert (by_ids["prompt_tokens"], by_ids["completion_tokens"]) == (2, 8)
+    assert _call(w, f"{url}/generate", {"input_ids": [[1, 2]]})[0] == 400  # a batch: not served, not retried
+    srv.shutdown()  # type: ignore[attr-defined]
+
+
+def test_a_rollout_loads_a_published_version_and_keeps_its_own_when_a_load_fails(tmp_path: Path) -> None:
+    w = workload()
+    url, srv = _serve(w, w.Rollout(), w.ROLLOUT_ROUTES)
+    w.save_weights(str(tmp_path / "5"), w.make_weights(5))
+    w.save_weights(str(tmp_path / "bad"), _tensors(embed=np.zeros((64, 8), np.float32)))
+    update = f"{url}/update_weights_from_disk"
+    code, out = _call(w, update, {"model_path": str(tmp_path / "5"), "weight_version": "5", "load_format": "auto"})
+    assert (code, out["success"], out["num_paused_requests"]) == (200, True, 0)
+    assert _get(f"{url}/get_weight_version") == {"weight_version": "5"}
+    reply = w.post(f"{url}/generate", {"text": "1+1="})
+    assert (reply["meta_info"]["weight_version"], reply["version"]) == ("5", 5)
+    assert reply["text"] == w.decode(w.greedy(w.make_weights(5), w.encode("1+1="), 8))
+    failures = {
+        "absent": {"model_path": str(tmp_path / "6"), "weight_version": "6"},
+        "wrong shapes": {"model_path": str(tmp_path / "bad"), "weight_version": "6"},
+        "no path": {"weight_version": "6"},
+        "not an integer version": {"model_path": str(tmp_path / "5"), "weight_version": "v6"},
+    }
+    for case, body in failures.items():
+        code, out = _call(w, update, body)
+        assert (code, out["success"]) == (400, False) and out["message"], case
+        assert _get(f"{url}/get_weight_version") == {"weight_version": "5"}, case
+    assert _call(w, update, {"model_path": str(tmp_path / "5" / "model.safetensors")})[0] == 200  # version kept
+    assert _get(f"{url}/get_weight_version") == {"weight_version": "5"}
+    assert _metric(w, "rlop_rollout_weight_version") == 5
+    assert _metric(w, "rlop_rollout_weight_updates_total", result="ok") == 2
+    assert _metric(w, "rlop_rollout_weight_updates_total", result="failed") == len(failures)
+    srv.shutdown()  # type: ignore[attr-defined]
+
+
+def test_a_generation_in_flight_finishes_on_the_weights_it_started_with(tmp_path: Path) -> None:
+    w = workload()
+    url, srv = _serve(w, w.Rollout(), w.ROLLOUT_ROUTES)
+    w.save_weights(str(tmp_path / "1"), w.make_weights(1))
+    got: list[dict[str, Any]] = []
+    t = threading.Thread(target=lambda: got.append(w.post(f"{url}/generate", {"text": "x"})))
+    t.start()
+    _wait(lambda: _get(f"{url}/get_load")[0]["num_reqs"] == 1)
+    time.sleep(0.05)  # past taking its weights: it is decoding (0.3 s at least)
+    update = {"model_path": str(tmp_path / "1"), "weight_version": "1"}
+    assert w.post(f"{url}/update_weights_from_disk", update)["success"]
+    t.join(10)
+    assert got[0]["meta_info"]["weight_version"] == "0"
+    assert got[0]["text"] == w.decode(w.greedy(w.make_weights(0), w.encode("x"), 8))
+    assert w.post(f"{url}/generate", {"text": "x"})["meta_info"]["weight_version"] == "1"
+    srv.shutdown()  # type: ignore[attr-defined]
+
+
+def test_a_stopped_rollout_refuses_new_generations_as_infrastructure_and_finishes_its_own() -> None:
+    w = workload()
+    rollout = w.Rollout()
+    url, srv = _serve(w, rollout, w.ROLLOUT_ROUTES)
+    got: list[dict[str, Any]] = []
+    t = threading.Thread(target=lambda: got.append(w.post(f"{url}/generate", {"text": "x"})))
+    t.start()
+    _wait(lambda: _get(f"{url}/get_load")[0]["num_reqs"] == 1)
+    exited: list[int] = []
+    stopper = threading.Thread(target=rollout.stop, kwargs={"exit_": exited.append})
+    stopper.start()
+    _wait(lambda: not rollout.ready())
+    refused = {"error": "draining: this replica takes no new generations", "infrastructure": True}
+    assert _call(w, f"{url}/generate", {"text": "y"}) == (503, refused)
+    assert (_status(f"{url}/ready"), _status(f"{url}/health")) == (503, 503)  # the router stops sending here
+    t.join(10)
+    stopper.join(10)
+    assert got[0]["meta_info"]["weight_version"] == "0" and exited == [0]
+    srv.shutdown()  # type: ignore[attr-defined]
+
+
+# ---------------------------------------------------------------- the trainer's checkpoints
+
+
+def test_the_trainer_publishes_atomically_keeps_the_newest_8_and_resumes_from_disk(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    w = workload()
+    trainer = w.Trainer(weights_dir=str(tmp_path), rank=0)
+    assert (trainer.published, _metric(w, "rlop_policy_version")) == (0, 0)
+    trainer.publish_seconds = 0
+    writes: list[tuple[str, bool]] = []
+    save = w.save_weights
+
+    def spy(path: str, tensors: Any) -> None:  # where version v is written; is it under its name once written?
+        save(path, tensors)
+        v = len(writes) + 1
+        writes.append((os.path.basename(path), (tmp_path / str(v)).exists()))
+
+    monkeypatch.setattr(w, "save_weights", spy)
+    for _ in range(10):
+        trainer.maybe_publish()
+    assert writes == [(f".tmp-{v}-{os.getpid()}", False) for v in range(1, 11)]  # written aside, then renamed
+    assert sorted(os.listdir(tmp_path), key=int) == [str(v) for v in range(3, 11)]  # the newest 8, no temp dir
+    assert np.array_equal(w.load_weights(str(tmp_path / "10"))["lm_head"], w.make_weights(10)["lm_head"])
+    assert _metric(w, "rlop_policy_version") == 10
+    assert trainer.batch({"samples": [{"version": 9}, {"version": 10}]}) == {"version": 1, "policy_version": 11}
+    assert _metric(w, "rlop_trainer_staleness") == 1  # 10 published when the step ran on version 9
+
+    w = workload()  # restarted
+    restarted = w.Trainer(weights_dir=str(tmp_path), rank=0)
+    restarted.maybe_publish()  # not yet: RLOP_PUBLISH_SECONDS after the start
+    assert (restarted.published, _metric(w, "rlop_policy_version")) == (11, 11)
+    restarted.publish_seconds = 0
+    restarted.maybe_publish()
+    assert w.checkpoints(str(tmp_path)) == list(range(5, 13))
+
+    w = workload()
+    follower = w.Trainer(weights_dir=str(tmp_path), rank=1)
+    follower.publish_seconds = 0
+    follower.maybe_publish()  # only rank 0 publishes
+    assert _metric(w, "rlop_policy_version") == 12
+    w.publish(str(tmp_path), 13)
+    assert _metric(w, "rlop_policy_version") == 13  # read from the directory when scraped
+
+
+@pytest.mark.parametrize("weights_dir", ["", "a file"], ids=["no directory", "an unwritable directory"])
+def test_a_trainer_that_cannot_publish_stays_at_version_0(tmp_path: Path, weights_dir: str) -> None:
+    w = workload()
+    if weights_dir:
+        weights_dir = str(tmp_path / "file")
+        Path(weights_dir).write_text("")
+    trainer = w.Trainer(weights_dir=weights_dir, rank=0)
+    trainer.publish_seconds = 0
+    trainer.maybe_publish()
+    assert (trainer.published, _metric(w, "rlop_policy_version")) == (0, 0)
+    assert os.listdir(tmp_path) == (["file"] if weights_dir else [])
+
+
+# ---------------------------------------------------------------- the controller's generations
+
+
+class FakeRollout:
+    """Answers successive generations from `versions`: a weight version, None (a 503) or "400"."""
+
+    def __init__(self, w: ModuleType, versions: list[str | None]) -> None:
+        self.w, self.versions = w, versions
+
+    def generate(self, body: dict[str, Any]) -> dict[str, Any]:
+        version = self.versions.pop(0)
+        if version is None:
+            raise self.w.Unavailable("stopping")
+        if version == "400":
+            raise self.w.Rejected({"error": "not a prompt"})
+        return {"text": "", "meta_info": {"weight_version": version}, "version": int(version)}
+
+
+def _controller(w: ModuleType, monkeypatch: pytest.MonkeyPatch) -> Any:
+    monkeypatch.setenv("RLOP_PROMPTS_PER_S", "0")  # no load of its own: only the generations asked for
+    monkeypatch.delenv("RLOP_ROLLOUT_MAX_STALENESS", raising=False)  # 1
+    return w.Controller()
+
+
+@pytest.mark.parametrize(
+    ("versions", "outcomes"),
+    [
+        (["5"], {"served": 1}),
+        (["4"], {"served": 1}),  # 5 - 4 = RLOP_ROLLOUT_MAX_STALENESS: not stale
+        (["3"], {"served": 1, "stale": 1}),
+        ([None, "5"], {"retried": 1, "served": 1}),
+        ([None, None], {"retried": 2, "lost": 1}),
+        (["400"], {"lost": 1}),  # not an infrastructure failure: not retried
+    ],
+    ids=["current", "1 behind", "2 behind", "a 503 then served", "every attempt a 503", "a 400"],
+)
+def test_the_controller_counts_generations_retried_lost_and_stale(
+    monkeypatch: pytest.MonkeyPatch, versions: list[str | None], outcomes: dict[str, float]
+) -> None:
+    w = workload()
+    url, srv = _serve(w, FakeRollout(w, versions), {"POST /generate": "generate"})
+    ctl = _controller(w, monkeypatch)
+    ctl.policy_version = 5
+    reply = ctl.generate(url, "prompt-1", attempts=2)
+    assert (reply is None) == ("lost" in outcomes)
+    assert _outcomes(ctl.generations) == outcomes
+    srv.shutdown()  # type: ignore[attr-defined]
+
+
+def test_the_controller_learns_the_policy_version_from_the_trainer_and_retries_a_refused_connection(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    w = workload()
+
+    class FakeTrainer:
+        def batch(self, body: dict[str, Any]) -> dict[str, Any]:
+            return {"version": 7, "policy_version": 5}
+
+    trainer_url, trainer_srv = _serve(w, FakeTrainer(), {"POST /batch": "batch"})
+    rollout_url, rollout_srv = _serve(w, w.Rollout(), w.ROLLOUT_ROUTES)
+    monkeypatch.setenv("RLOP_TRAINER_URL", trainer_url)
+    monkeypatch.setenv("RLOP_BATCH", "1")
+    ctl = _controller(w, monkeypatch)
+    ctl.collect({"version": 0})
+    assert (ctl.policy_version, _metric(w, "rlop_controller_policy_version")) == (5, 5)
+    assert ctl.generate(rollout_url, "prompt-1")["meta_info"]["weight_version"] == "0"  # the real rollout, at 0
+    assert ctl.generate(f"http://127.0.0.1:{_free_port()}", "prompt-2", attempts=2) is None  # nobody listens
+    assert _outcomes(ctl.generations) == {"served": 1, "stale": 1, "retried": 2, "lost": 1}
+    trainer_srv.shutdown()  # type: ignore[attr-defined]
+    rollout_srv.shutdown()  # type: ignore[attr-defined]

@@ -7,6 +7,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from rlop.api import reasons as R
+from rlop.api.names import WEIGHTS_GATE
 
 COLUMNS = ("JOB", "POOL", "READY", "DESIRED", "METRIC", "REASON")
 
@@ -40,3 +41,15 @@ def placements(pods: Iterable[Mapping[str, Any]]) -> str:
     live = (p for p in pods if not p["metadata"].get("deletionTimestamp"))
     count = Counter(p["spec"].get("nodeName") or "(pending)" for p in live)
     return ", ".join(f"{node}: {n}" for node, n in sorted(count.items())) or "none"
+
+
+def replica_versions(jobs: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, Any]]) -> str:
+    """The trainer's policy version and what each serving replica says it serves (its weights-current
+    condition), e.g. "trainer v5; grpo-math-rollout-7d9f-x2: serves v5 (trainer v5)"."""
+    policies = [f"trainer v{j['status']['policyVersion']}" for j in jobs if "policyVersion" in (j.get("status") or {})]
+    lines = []
+    for pod in sorted(pods, key=lambda p: p["metadata"]["name"]):
+        gate = next((c for c in (pod.get("status") or {}).get("conditions") or [] if c["type"] == WEIGHTS_GATE), None)
+        if gate is not None and not pod["metadata"].get("deletionTimestamp"):
+            lines.append(f"{pod['metadata']['name']}: {gate.get('message') or gate['status']}")
+    return "; ".join(policies + lines) or "none"

@@ -25,12 +25,12 @@ from typing import Any, Protocol
 
 import yaml
 
-from rlop.api.names import DEMO_LABEL, HARVEST_LABEL
+from rlop.api.names import DEMO_LABEL, HARVEST_LABEL, POOL_LABEL
 from rlop.api.pools import POOL_NAMES
 from rlop.dev import REPO
 from rlop.dev.cluster import DevCluster, default_nodes, free_port
 from rlop.dev.stack import Stack
-from rlop.top import placements, table
+from rlop.top import placements, replica_versions, table
 
 WORKLOAD = REPO / "examples" / "workload" / "rlop_workload.py"
 ROLES = POOL_NAMES  # the workload runs one role per pool
@@ -139,6 +139,9 @@ def run(workdir: Path, duration: float, job_file: Path) -> int:
     workdir.mkdir(parents=True, exist_ok=True)
     print(f"No Docker/kind here: a local control plane with simulated nodes in {workdir} ...", flush=True)
     job = demo_job(job_file, {"utilizationQuery": UTILIZATION_QUERY})
+    for pool in ("rollout", "reward"):  # simulated nodes run no servers rlop could ask for their weights
+        for field in ("weights", "router"):
+            (job["spec"]["pools"].get(pool) or {}).pop(field, None)
     name, ns = job["metadata"]["name"], job["metadata"].get("namespace", "default")
     roles = Roles(workdir, name, ns)
     try:
@@ -213,6 +216,8 @@ def show(cluster: Cluster, ns: str, phase: Phase, seconds: float, busy: str = ""
               + (f"; busy: {', '.join(busy_nodes)}" if busy_nodes else "") + ")\n")  # fmt: skip
         print(table(jobs))
         print("\nsandbox pods per node: " + placements(pods["items"]))
+        rollout = cluster.kubectl("-n", ns, "get", "pods", "-l", f"{POOL_LABEL}=rollout", "-o", "json").stdout
+        print("weights: " + replica_versions(jobs, json.loads(rollout)["items"]))
         print("\nrecent decisions:")
         for e in recent:
             print(f"  {e.get('reason', ''):16} {e.get('message', '')[:130]}")
