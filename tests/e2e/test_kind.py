@@ -181,26 +181,50 @@ def generations(kind: KindCluster) -> dict[str, float]:
     return {r["metric"]["outcome"]: float(r["value"][1]) for r in res}
 
 
-def in_sync(k: Kubectl, replicas: int) -> dict[str, Any] | None:
-    """Every replica Ready, serving the trainer's version (asked directly), the only ones in the router, and
-    WeightsInSync saying so; the state when it holds, else None."""
+def snapshot(k: Kubectl) -> dict[str, Any]:
+    """The trainer's version, what each replica serves (asked directly, not through rlop), the Ready ones,
+    the router's workers and the WeightsInSync condition, as of now."""
     st = status(k)
-    policy = st.get("policyVersion")
     live = pods(k, "rollout")
-    versions = served(k)
-    cond = next((c for c in st.get("conditions", []) if c["type"] == "WeightsInSync"), {})
-    urls = {f"http://{p['status']['podIP']}:8000" for p in live if ready(p)}
-    state = {"policy": policy, "served": versions, "condition": cond, "router": router_workers(k), "ready": urls}
-    if policy is None or len(live) != replicas or len(urls) != replicas or set(versions.values()) != {policy}:
-        return None
-    if cond.get("status") != "True" or f"{replicas} at v{policy}" not in cond.get("message", ""):
-        return None
-    return state if state["router"] == urls else None
+    return {
+        "policy": st.get("policyVersion"),
+        "pods": len(live),
+        "served": served(k),
+        "ready": {p["metadata"]["name"]: f"http://{p['status']['podIP']}:8000" for p in live if ready(p)},
+        "router": router_workers(k),
+        "condition": next((c for c in st.get("conditions", []) if c["type"] == "WeightsInSync"), {}),
+    }
 
 
-def rollout_size(k: Kubectl, n: int) -> None:
-    patch = {"spec": {"pools": {"rollout": {"autoscale": {"minReplicas": n, "maxReplicas": n}}}}}
-    k("patch", "rljob", JOB, "--type=merge", "-p", json.dumps(patch))
+def in_sync(k: Kubectl, replicas: int) -> dict[str, Any] | None:
+    """Every replica Ready, serving the trainer's version, the only ones in the router, and WeightsInSync
+    saying so: the snapshot when it holds, else None."""
+    now = snapshot(k)
+    policy, cond = now["policy"], now["condition"]
+    if policy is None or now["pods"] != replicas or len(now["ready"]) != replicas:
+        return None
+    if set(now["served"].values()) != {policy} or now["router"] != set(now["ready"].values()):
+        return None
+    return now if cond.get("status") == "True" and f"{replicas} at v{policy}" in cond.get("message", "") else None
+
+
+def untruths(now: dict[str, Any]) -> list[str]:
+    """What a snapshot's WeightsInSync or readiness claims that the replicas contradict (maxStaleness 1, plus
+    one version for a checkpoint published between rlop's look and this one)."""
+    policy, out = now["policy"] or 0, []
+    for pod in now["ready"]:
+        if pod in now["served"] and now["served"][pod] < policy - 2:
+            out.append(f"{pod} Ready serving v{now['served'][pod]}, trainer v{policy}")
+    if now["condition"].get("status") == "True" and any(v < policy - 2 for v in now["served"].values()):
+        out.append(f"WeightsInSync True with {now['served']}, trainer v{policy}")
+    return out
+
+
+def rollout_size(k: Kubectl, n: int | None) -> None:
+    """Pin the rollout pool at `n` replicas (None: the example's autoscale again)."""
+    example = yaml.safe_load(EXAMPLE.read_text())["spec"]["pools"]["rollout"]["autoscale"]
+    auto = {"minReplicas": n, "maxReplicas": n} if n is not None else example
+    k("patch", "rljob", JOB, "--type=merge", "-p", json.dumps({"spec": {"pools": {"rollout": {"autoscale": auto}}}}))
 
 
 def test_rollout_replicas_serve_the_trainers_weights_behind_the_router(kind: KindCluster, k: Kubectl) -> None:
@@ -224,21 +248,29 @@ def test_rollout_scaled_1_to_3_mid_run_every_replica_converges_and_none_serves_s
 ) -> None:
     before = generations(kind)
     rollout_size(k, 3)
-    seen_false = []
+    try:
+        check_scale_up(kind, k, before)
+    except BaseException:
+        rollout_size(k, None)  # the later tests autoscale it
+        raise
+
+
+def check_scale_up(kind: KindCluster, k: Kubectl, before: dict[str, float]) -> None:
+    lies: list[str] = []
 
     def converged() -> dict[str, Any] | None:
-        cond = next((c for c in status(k).get("conditions", []) if c["type"] == "WeightsInSync"), {})
-        if cond.get("status") == "False":
-            seen_false.append(cond["message"])  # a late joiner still loading: said so, not hidden
+        lies.extend(untruths(snapshot(k)))  # at each step, not only at the end
         return in_sync(k, 3)
 
     state = wait_for(converged, timeout=300, what="3 replicas, all at the trainer's version, all in the router")
+    assert state is not None
+    assert not lies, lies
     events = [e["message"] for e in k.events(JOB) if e["reason"] == "RouterAdded"]
     assert len(events) >= 3, events
     time.sleep(10)  # generations spread over the new replicas, scraped
     spread = kind.promql(f'sum by (worker) (smg_worker_cb_outcomes_total{{namespace="{NS}",outcome="success"}})')
     served_by = {r["metric"]["worker"] for r in spread if float(r["value"][1]) > 0}
-    assert len(served_by & state["ready"]) == 3, (served_by, state)  # the router sent work to every replica
+    assert len(served_by & set(state["ready"].values())) == 3, (served_by, state)  # work for every replica
     after = generations(kind)
     delta = {o: after.get(o, 0) - before.get(o, 0) for o in ("served", "retried", "lost", "stale")}
     assert delta["served"] > 0 and delta["stale"] == 0 and delta["lost"] == 0, delta
@@ -249,7 +281,10 @@ def test_rollout_scaled_3_to_1_drains_and_loses_no_request(kind: KindCluster, k:
     time.sleep(5)  # requests in flight on every replica
     before = generations(kind)
     rollout_size(k, 1)
-    wait_for(lambda: in_sync(k, 1), timeout=240, what="one replica left, current, alone in the router")
+    try:
+        wait_for(lambda: in_sync(k, 1), timeout=240, what="one replica left, current, alone in the router")
+    finally:
+        rollout_size(k, None)  # min 1: it stays at one replica under this load
     drained = [e["message"] for e in k.events(JOB) if e["reason"] == "ReplicaDrained"]
     assert len(drained) >= 2, drained
     assert any(e["reason"] == "ReplicaDraining" for e in k.events(JOB))

@@ -43,7 +43,7 @@ def seen(
 ) -> ServingObservation:  # fmt: skip
     probes = {p: Probe(v, (loads or {}).get(p)) for p, v in versions.items()}
     reading = Reading(policy) if policy is not None else Reading(None, "query returned no data")
-    return ServingObservation(probes, workers, reading, updating or {})
+    return ServingObservation(probes, workers, "http://router", reading, updating or {})
 
 
 @pytest.mark.parametrize(

@@ -20,7 +20,7 @@ from pydantic import ValidationError
 from rlop import metrics
 from rlop.api import reasons as R
 from rlop.api.models import RLJob, RLJobStatus
-from rlop.api.names import COST_ANNOTATION, GANG_GATE, HASH_ANNOTATION, WEIGHTS_GATE
+from rlop.api.names import COST_ANNOTATION, GANG_GATE, HASH_ANNOTATION, ROUTER_SUFFIX, WEIGHTS_GATE
 from rlop.api.pools import serving
 from rlop.config import Config
 from rlop.engine import EngineClient, EngineError, gather_probes
@@ -31,7 +31,7 @@ from rlop.plan.harvest import Departed, JobKey, departures
 from rlop.plan.job import JobObservation, JobPlan, owned, plan_pass, with_apply_errors
 from rlop.plan.observed import ChildInfo, NodeInfo, PodInfo, controller_owner, owned_by, pod_info, version
 from rlop.plan.readings import Answer, JobReadings, QueryKey, queries, read
-from rlop.plan.render import Manifest, router_url
+from rlop.plan.render import Manifest
 from rlop.plan.serving import ServingObservation, Update, url_of
 from rlop.plan.status import (
     COST,
@@ -287,11 +287,14 @@ class Controller:
                 continue
             live = [p for p in obs.pods if p.pool == pool and p.ip and not p.deleting and not p.terminal]
             probes = await gather_probes(self.engine, {p.name: (url_of(p, spec.port), bool(p.draining)) for p in live})
-            router = router_url(job, pool, spec.router.port) if spec.router else None
+            # the router by its pod's IP: a name lookup would wait on kopf's busy thread pool
+            routers = [p for p in obs.pods if p.pool == f"{pool}-{ROUTER_SUFFIX}" and p.ip and p.ready
+                       and not p.deleting]  # fmt: skip
+            router = url_of(routers[0], spec.router.port) if spec.router and routers else ""
             workers = await self.engine.workers(router) if router else None
             policy = got.versions.get(pool) if got is not None else None
             updating = {pod: v for (n, pod), v in self.loading.items() if n == ns}
-            out[pool] = ServingObservation(probes, workers, policy, updating)
+            out[pool] = ServingObservation(probes, workers, router, policy, updating)
         return out
 
     async def load_weights(self, job: RLJob, update: Update) -> None:
@@ -425,14 +428,12 @@ class Controller:
     ) -> None:
         """The serving pools' part of a plan: readiness gates, then the router, then weight loads."""
         ns, status = job.metadata.namespace, {p.name: p.weights_current for p in obs.pods}
-        specs = dict(serving(job))
         for pool, sp in plan.serving.items():
             for pod, g in sp.gates.items():
                 call = self.kube.set_pod_condition(ns, pod, WEIGHTS_GATE, g.status, g.reason, g.message,
                                                    status.get(pod) != g.status)  # fmt: skip
                 await attempt((GATE, pod), "weights-gate", call)
-            router = specs[pool].router
-            base = router_url(job, pool, router.port) if router else ""
+            base = (obs.serving or {}).get(pool, ServingObservation()).router
             for _, url, worker in sp.deregister:
                 await attempt((DEREGISTER, url), "router", self.engine.deregister(base, worker))
             for pod, url in sp.register:

@@ -355,8 +355,8 @@ def router_deployment(job: RLJob, pool: str, spec: ServingPool) -> Manifest:
                   "spec": {"containers": [container]}})  # fmt: skip
     meta = _metadata(job, role)
     return _stamped({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": meta, "spec": {
-        "replicas": 1, "strategy": {"type": "Recreate"}, "selector": {"matchLabels": selector(name, role)},
-        "template": tpl}})  # fmt: skip
+        "replicas": 0 if job.spec.suspend else 1, "strategy": {"type": "Recreate"},
+        "selector": {"matchLabels": selector(name, role)}, "template": tpl}})  # fmt: skip
 
 
 def sandbox_egress_policy(job: RLJob) -> Manifest:

@@ -28,11 +28,13 @@ class Probe:
 
 @dataclass(frozen=True)
 class ServingObservation:
-    """A serving pool as seen in one full pass: its replicas' answers, the router's workers (url -> id; None
-    when there is no router or it did not answer) and the trainer's version (None: not read)."""
+    """A serving pool as seen in one full pass: its replicas' answers, the router (its pod's address) and its
+    workers (url -> id; None when there is no router, or it is not Ready or did not answer) and the
+    trainer's version (None: not read)."""
 
     probes: Mapping[str, Probe] = field(default_factory=dict)
     workers: Mapping[str, str] | None = None
+    router: str = ""
     policy: Reading | None = None
     updating: Mapping[str, int] = field(default_factory=dict)  # pod -> version it was told to load, in flight
 
