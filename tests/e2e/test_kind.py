@@ -235,11 +235,12 @@ def test_rollout_replicas_serve_the_trainers_weights_behind_the_router(kind: Kin
     pod = pods(k, "rollout")[0]
     assert gate(pod)["status"] == "True" and "serves v" in gate(pod)["message"], gate(pod)
     assert any(g["conditionType"] == "rlop.dev/weights-current" for g in pod["spec"]["readinessGates"])
-    # the members Service lists the Ready replicas, each with its own DNS name
-    rc, out = exec_in(k, pods(k, "controller")[0]["metadata"]["name"], "python", "-c",
-                      "import socket,sys; print(socket.gethostbyname(sys.argv[1]))",
-                      f"{pod['metadata']['name']}.{JOB}-rollout-members")  # fmt: skip
-    assert (rc, out) == (0, pod["status"]["podIP"]), out
+    # the members Service lists the Ready replicas, each also under its own DNS name (its IP, dashed)
+    ip = pod["status"]["podIP"]
+    lookup = "import socket as s, sys; print(s.gethostbyname_ex(sys.argv[1])[2], s.gethostbyname(sys.argv[2]))"
+    rc, out = exec_in(k, pods(k, "controller")[0]["metadata"]["name"], "python", "-c", lookup,
+                      f"{JOB}-rollout-members", f"{ip.replace('.', '-')}.{JOB}-rollout-members")  # fmt: skip
+    assert (rc, out) == (0, f"['{ip}'] {ip}"), out
     wait_for(lambda: generations(kind).get("served", 0) > 0, timeout=120, what="generations through the router")
 
 

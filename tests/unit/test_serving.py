@@ -194,7 +194,6 @@ def test_render_mounts_the_weights_gates_the_pods_and_runs_a_hardened_router() -
     objs = {(m["kind"], m["metadata"]["name"]): m for m in render(serving_job(), {"trainer": 2, "rollout": 2})}
     pod = objs[("Deployment", "j-rollout")]["spec"]["template"]["spec"]
     assert pod["readinessGates"] == [{"conditionType": WEIGHTS_GATE}]
-    assert pod["subdomain"] == "j-rollout-members"
     assert {"name": "rlop-weights-rollout", "mountPath": "/weights", "readOnly": True} in pod["containers"][0][
         "volumeMounts"]  # fmt: skip
     trainer = objs[("StatefulSet", "j-trainer")]["spec"]["template"]["spec"]

@@ -136,7 +136,7 @@ def _mount_weights(job: RLJob, pool: str, spec: Manifest) -> None:
 
 def _pod_template(job: RLJob, pool: str, template: Any) -> Manifest:
     """The user's template plus rlop's labels, discovery env (the user's own env vars win) and, for the
-    trainer and serving pools, the weights volumes and stable per-replica names."""
+    trainer and serving pools, the weights volumes."""
     tpl: Manifest = copy.deepcopy(template.model_dump(mode="json", exclude_none=True))
     meta = tpl.setdefault("metadata", {})
     meta["labels"] = {**meta.get("labels", {}), **pool_labels(job.metadata.name, pool)}
@@ -146,8 +146,6 @@ def _pod_template(job: RLJob, pool: str, template: Any) -> Manifest:
         taken = {e["name"] for e in theirs}
         container["env"] = [e for e in ours if e["name"] not in taken] + theirs
     _mount_weights(job, pool, tpl["spec"])
-    if (spec := dict(serving(job)).get(pool)) is not None and spec.per_replica:
-        tpl["spec"].setdefault("subdomain", members_name(job.metadata.name, pool))
     return tpl
 
 
@@ -311,7 +309,7 @@ def pool_deployment(job: RLJob, pool: str, spec: AnyPool, replicas: int) -> Mani
 def pool_service(job: RLJob, pool: str, port: int, headless: bool, members: bool = False) -> Manifest:
     """The pool's Service; a headless one names every pod, ready or not (ranks find each other), except a
     serving pool's `members` Service: its DNS lists only the Ready replicas (those serving current weights),
-    and each has its own name, `<pod>.<job>-<pool>-members.<namespace>.svc`."""
+    each also under its own name, `<a-b-c-d>.<job>-<pool>-members.<namespace>.svc` (its IP, dashed)."""
     spec: Manifest = {
         "selector": selector(job.metadata.name, pool),
         "ports": [{"name": "main", "port": port, "targetPort": port, "protocol": "TCP"}],
