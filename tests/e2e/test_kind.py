@@ -299,19 +299,29 @@ def test_a_replica_down_while_the_trainer_moves_on_catches_up_before_taking_traf
     kind: KindCluster, k: Kubectl
 ) -> None:
     kind.post(NS, f"{JOB}-controller", 8000, "/load", {"prompts_per_s": 4, "checks_per_prompt": 1})
+    rollout_size(k, 1)  # the one replica: its node's only rollout process
+    try:
+        check_catch_up(kind, k)
+    finally:
+        rollout_size(k, None)
+
+
+def check_catch_up(kind: KindCluster, k: Kubectl) -> None:
+    wait_for(lambda: in_sync(k, 1), timeout=180, what="one replica, current")
     pod = pods(k, "rollout")[0]
-    name, node = pod["metadata"]["name"], pod["spec"]["nodeName"]
+    name, node, url = pod["metadata"]["name"], pod["spec"]["nodeName"], f"http://{pod['status']['podIP']}:8000"
     start = status(k)["policyVersion"]
     before = generations(kind)
     stopped = kind.node_exec(node, "pkill", "-STOP", "-f", "rlop_workload.py rollout")
     assert stopped.returncode == 0, stopped.stderr
     try:
         wait_for(lambda: gate(k.get("pod", name))["status"] == "False", timeout=60, what=f"{name} gated out")
-        wait_for(lambda: router_workers(k) == set(), timeout=60, what=f"{name} out of the router")
+        wait_for(lambda: url not in router_workers(k), timeout=60, what=f"{name} out of the router")
         wait_for(lambda: status(k)["policyVersion"] >= start + 2, timeout=120, what="the trainer 2 versions on")
     finally:
         kind.node_exec(node, "pkill", "-CONT", "-f", "rlop_workload.py rollout")
     wait_for(lambda: in_sync(k, 1), timeout=120, what=f"{name} caught up, Ready and routed again")
+    assert pods(k, "rollout")[0]["metadata"]["name"] == name, "the same replica came back"
     caught = [e["message"] for e in k.events(JOB) if e["reason"] == "WeightsUpdate" and name in e["message"]]
     assert caught, "no catch-up load was ordered"
     time.sleep(10)

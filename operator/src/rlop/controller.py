@@ -304,7 +304,7 @@ class Controller:
         try:
             await self.engine.load_weights(update.url, update.model_path, update.version)
             metrics.API_WRITES.labels("weights-update").inc()
-            log.info("%s/%s: %s loaded v%d", *key, update.pod, update.version)
+            log.info("%s/%s loaded v%d", *key, update.version)
         except EngineError as exc:
             ref = {"apiVersion": job.api_version, "kind": job.kind, "metadata": job.metadata.model_dump()}
             message = f"{update.pod} could not load v{update.version} from {update.model_path}: {exc.message}"
