@@ -236,3 +236,22 @@ def test_the_job_plan_drains_marks_and_reports() -> None:
     assert any(e.reason == R.REPLICA_DRAINING and victim in e.message for e in plan.events)
     sync = next(c for c in plan.status.conditions if c.type == R.WEIGHTS)
     assert sync.status == "True" and sync.reason == R.IN_SYNC
+
+
+def test_a_replica_new_since_the_last_probe_withdraws_an_in_sync_claim_between_full_passes() -> None:
+    j = serving_job(replicas=2)
+    checked = [replica("p1"), replica("p2")]
+    claimed = plan_job(JobObservation(j, pods=checked, serving={"rollout": seen({"p1": 5, "p2": 5})}), NOW).status
+    assert next(c for c in claimed.conditions if c.type == R.WEIGHTS).status == "True"
+    j = j.model_copy(update={"status": claimed})
+    assert next(c for c in plan_job(JobObservation(j, pods=checked), NOW).status.conditions
+                if c.type == R.WEIGHTS).status == "True"  # fmt: skip  # nothing new: the claim holds
+    pods = [*checked, replica("p3", gate=None)]  # scaled up between full passes, not probed yet
+    sync = next(c for c in plan_job(JobObservation(j, pods=pods), NOW).status.conditions if c.type == R.WEIGHTS)
+    assert (sync.status, sync.reason) == ("False", R.BEHIND)
+    assert sync.message == "rollout: 1 of 3 replicas not checked yet (new since the last probe)"
+    # a claim already False or Unknown is left for the next full pass to judge (no flapping between them)
+    unknown = plan_job(JobObservation(j, pods=checked, serving={"rollout": seen({"p1": 5}, policy=None)}), NOW)
+    j = j.model_copy(update={"status": unknown.status})
+    held = plan_job(JobObservation(j, pods=pods), NOW).status
+    assert next(c for c in held.conditions if c.type == R.WEIGHTS).status == "Unknown"

@@ -205,7 +205,10 @@ def plan_job(
     ready, why = _readiness(pools, gang)
     conditions = list(old.conditions)
     updates = _with_problem(scaling.conditions, obs.utilization_error)
-    if (sync := combine([sp.sync for sp in served.values() if sp.sync is not None])) is not None:
+    sync = combine([sp.sync for sp in served.values() if sp.sync is not None])
+    if sync is None and (claim := find(conditions, R.WEIGHTS)) is not None and claim.status == "True":
+        sync = combine([sp.unjudged for sp in served.values() if sp.unjudged is not None])  # between full passes
+    if sync is not None:
         updates.append(sync)
     policy = next((s.policy.value for s in (obs.serving or {}).values() if s.policy and s.policy.value is not None),
                   None)  # fmt: skip

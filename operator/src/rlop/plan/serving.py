@@ -67,6 +67,7 @@ class ServingPlan:
     costs: dict[str, int] = field(default_factory=dict)  # deletion costs: drained replicas go first
     versions: dict[str, int] | None = None  # replicas per version served (None: not probed this pass)
     sync: ConditionUpdate | None = None  # this pool's part of WeightsInSync (None: nothing new)
+    unjudged: ConditionUpdate | None = None  # between full passes: replicas not checked yet, if any
 
 
 def url_of(pod: PodInfo, port: int) -> str:
@@ -163,7 +164,7 @@ def plan_serving(
     costs = {name: LOWEST_COST for name in drain + [n for n, _ in drained]}
     costs = {n: c for n, c in costs.items() if next(p for p in live if p.name == n).deletion_cost != c}
     if seen is None:
-        return ServingPlan(replicas, drain=drain, drained=drained, costs=costs)
+        return ServingPlan(replicas, drain=drain, drained=drained, costs=costs, unjudged=_unjudged(pool, spec, active))
 
     weights = spec.weights
     policy = seen.policy.value if seen.policy is not None else None
@@ -220,6 +221,16 @@ def _sync(
     if behind:
         return ConditionUpdate(R.WEIGHTS, "False", R.BEHIND, message)
     return ConditionUpdate(R.WEIGHTS, "True", R.IN_SYNC, message)
+
+
+def _unjudged(pool: str, spec: ServingPool, active: Sequence[PodInfo]) -> ConditionUpdate | None:
+    """Between full passes nothing is probed, but a replica that appeared since the last one (no gate yet) is
+    not known to serve current weights: the pool cannot be claimed in sync until it is checked."""
+    new = [p for p in active if p.weights_current is None]
+    if spec.weights is None or not new:
+        return None
+    message = f"{pool}: {len(new)} of {len(active)} replicas not checked yet (new since the last probe)"
+    return ConditionUpdate(R.WEIGHTS, "False", R.BEHIND, message)
 
 
 def combine(parts: Sequence[ConditionUpdate]) -> ConditionUpdate | None:
