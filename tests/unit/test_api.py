@@ -11,6 +11,8 @@ from pydantic import ValidationError
 
 from rlop.api.crd import rljob_crd, rljob_crd_yaml
 from rlop.api.models import RLJob
+from rlop.plan.job import base_replicas
+from rlop.plan.render import render
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -94,3 +96,13 @@ def test_the_version_is_the_same_everywhere() -> None:
     project = tomllib.loads((root / "pyproject.toml").read_text())["project"]["version"]
     chart = yaml.safe_load((root / "charts" / "rlop" / "Chart.yaml").read_text())
     assert project == chart["version"] == chart["appVersion"]
+
+
+def test_the_slime_example_parses_and_renders() -> None:
+    body = yaml.safe_load((ROOT / "examples" / "frameworks" / "slime-rljob.yaml").read_text())
+    job = RLJob.model_validate(body)
+    rollout = job.spec.pools.rollout
+    assert rollout.weights is not None and rollout.router is not None and rollout.autoscale is None
+    assert rollout.weights.path_of(7) == "/weights/sync/7"
+    names = {(m["kind"], m["metadata"]["name"]) for m in render(job, base_replicas(job))}
+    assert ("Deployment", "slime-qwen3-4b-rollout-router") in names
