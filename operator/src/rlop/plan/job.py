@@ -205,10 +205,7 @@ def plan_job(
     ready, why = _readiness(pools, gang)
     conditions = list(old.conditions)
     updates = _with_problem(scaling.conditions, obs.utilization_error)
-    sync = combine([sp.sync for sp in served.values() if sp.sync is not None])
-    if sync is None and (claim := find(conditions, R.WEIGHTS)) is not None and claim.status == "True":
-        sync = combine([sp.unjudged for sp in served.values() if sp.unjudged is not None])  # between full passes
-    if sync is not None:
+    if (sync := combine([sp.sync for sp in served.values() if sp.sync is not None])) is not None:
         updates.append(sync)
     policy = next((s.policy.value for s in (obs.serving or {}).values() if s.policy and s.policy.value is not None),
                   None)  # fmt: skip
@@ -237,12 +234,14 @@ def plan_job(
 def _plan_serving(obs: JobObservation, scaling: Scaling, now: datetime) -> dict[str, ServingPlan]:
     """Every serving pool rlop tracks per replica: versions, gates, router, drains."""
     out = {}
+    claim = find(obs.job.status.conditions, R.WEIGHTS) if obs.job.status else None
+    claimed = claim is not None and claim.status == "True"  # between full passes, withdrawn if unsure
     for pool, spec in serving(obs.job):
         if not spec.per_replica:
             continue
         seen = None if obs.serving is None else obs.serving.get(pool, ServingObservation())
         busy = {p.name: float(scaling.pod_costs.get(p.name, p.deletion_cost or 0)) for p in obs.pods if p.pool == pool}
-        out[pool] = plan_serving(pool, spec, scaling.replicas[pool], obs.pods, seen, busy, now)
+        out[pool] = plan_serving(pool, spec, scaling.replicas[pool], obs.pods, seen, busy, now, claimed)
     return out
 
 

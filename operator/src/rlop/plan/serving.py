@@ -67,7 +67,6 @@ class ServingPlan:
     costs: dict[str, int] = field(default_factory=dict)  # deletion costs: drained replicas go first
     versions: dict[str, int] | None = None  # replicas per version served (None: not probed this pass)
     sync: ConditionUpdate | None = None  # this pool's part of WeightsInSync (None: nothing new)
-    unjudged: ConditionUpdate | None = None  # between full passes: replicas not checked yet, if any
 
 
 def url_of(pod: PodInfo, port: int) -> str:
@@ -137,9 +136,11 @@ def plan_serving(
     seen: ServingObservation | None,
     busy: Mapping[str, float],
     now: datetime,
+    claimed: bool = False,
 ) -> ServingPlan:
     """One serving pool's plan. `seen` is None between full passes (nothing was probed): drains hold, the
-    Deployment keeps the target plus the replicas still draining."""
+    Deployment keeps the target plus the replicas still draining, and a WeightsInSync=True `claimed` by the
+    job is withdrawn if a replica appeared since the last probe."""
     live = [p for p in pods if p.pool == pool and not p.deleting and not p.terminal]
     draining = [p for p in live if p.draining]
     active = [p for p in live if not p.draining]
@@ -164,7 +165,8 @@ def plan_serving(
     costs = {name: LOWEST_COST for name in drain + [n for n, _ in drained]}
     costs = {n: c for n, c in costs.items() if next(p for p in live if p.name == n).deletion_cost != c}
     if seen is None:
-        return ServingPlan(replicas, drain=drain, drained=drained, costs=costs, unjudged=_unjudged(pool, spec, active))
+        sync = _unjudged(pool, spec, active) if claimed else None
+        return ServingPlan(replicas, drain=drain, drained=drained, costs=costs, sync=sync)
 
     weights = spec.weights
     policy = seen.policy.value if seen.policy is not None else None
@@ -226,8 +228,10 @@ def _sync(
 def _unjudged(pool: str, spec: ServingPool, active: Sequence[PodInfo]) -> ConditionUpdate | None:
     """Between full passes nothing is probed, but a replica that appeared since the last one (no gate yet) is
     not known to serve current weights: the pool cannot be claimed in sync until it is checked."""
+    if spec.weights is None:
+        return None
     new = [p for p in active if p.weights_current is None]
-    if spec.weights is None or not new:
+    if not new:
         return None
     message = f"{pool}: {len(new)} of {len(active)} replicas not checked yet (new since the last probe)"
     return ConditionUpdate(R.WEIGHTS, "False", R.BEHIND, message)
