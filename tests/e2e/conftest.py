@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from rlop.dev.kind import KindCluster
+from rlop.dev.kind import NAMESPACE, KindCluster
 
 
 @pytest.fixture(scope="session")
@@ -22,3 +22,22 @@ def kind() -> Iterator[KindCluster]:
     finally:
         if os.environ.get("RLOP_KIND_KEEP") != "1":
             KindCluster.down()
+
+
+DIAGNOSTICS = (  # what a failed kind test leaves in its report: enough to tell why from a CI log alone
+    ("rljobs", ("get", "rljobs", "-A", "-o", "yaml")),
+    ("pods", ("get", "pods", "-A", "-o", "wide")),
+    ("events", ("get", "events", "-A", "--sort-by=.lastTimestamp")),
+    ("operator log", ("-n", NAMESPACE, "logs", "deploy/rlop", "--tail=200")),
+)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    outcome = yield
+    report = outcome.get_result()
+    cluster = item.funcargs.get("kind") if hasattr(item, "funcargs") else None
+    if report.when == "call" and report.failed and isinstance(cluster, KindCluster):
+        for title, args in DIAGNOSTICS:
+            out = cluster.kubectl(*args, check=False)
+            report.sections.append((f"kind: {title}", (out.stdout + out.stderr)[-20000:]))

@@ -241,7 +241,7 @@ def test_a_pod_marked_draining_stays_marked_while_the_watch_lags() -> None:
     clock = Clock()
     expect = Expectations(clock=clock)
     mark = {DRAIN_ANNOTATION: "2026-12-01T00:00:00Z", DRAIN_REASON_ANNOTATION: "scaled down"}
-    expect.draining("ns", "s-0", "u1", mark)
+    expect.marked("ns", "s-0", "u1", mark)
     lagging, other = pod("s-0", namespace="ns", uid="u1"), pod("s-0", namespace="ns", uid="u2")
     assert [(p.draining, p.drain_reason) for p in expect.pods([lagging])] == [("2026-12-01T00:00:00Z", "scaled down")]
     assert [p.draining for p in expect.pods([other])] == [""]  # a new pod of that name is not draining

@@ -230,8 +230,8 @@ def test_the_job_plan_drains_marks_and_reports() -> None:
     assert deployment["spec"]["replicas"] == 2  # kept until p2 is drained
     assert plan.status.pools["rollout"].desired == 1 and plan.status.policy_version == 5
     assert plan.status.pools["rollout"].versions == {"5": 2}
-    victim = next(iter(plan.drain))
-    assert plan.drain[victim]["rlop.dev/drain-reason"] == "rollout scale-down"
+    victim = next(iter(plan.marks))
+    assert plan.marks[victim]["rlop.dev/drain-reason"] == "rollout scale-down"
     assert plan.pod_costs[victim] == LOWEST_COST
     assert any(e.reason == R.REPLICA_DRAINING and victim in e.message for e in plan.events)
     sync = next(c for c in plan.status.conditions if c.type == R.WEIGHTS)

@@ -37,10 +37,10 @@ from rlop.plan.status import (
     COST,
     DELETE_POD,
     DEREGISTER,
-    DRAIN,
     EVICT,
     GATE,
     LOAD,
+    MARK,
     REGISTER,
     RELEASE,
     ConditionUpdate,
@@ -332,7 +332,7 @@ class Controller:
             try:
                 refusals, done, corrected = await self.execute(job, plan, planned.obs)
                 if full:  # sandbox pods are placed and evicted in full passes only: refusals hold until the next
-                    self.expect.hold(key, [r for r in refusals if r[0] in ("Pod", EVICT, DRAIN)])
+                    self.expect.hold(key, [r for r in refusals if r[0] in ("Pod", EVICT, MARK)])
                 else:
                     refusals += self.expect.held(key)
                 errors = [message for _, _, message in refusals]
@@ -413,9 +413,9 @@ class Controller:
         for pod, _ in plan.delete_pods:
             if await attempt((DELETE_POD, pod), "delete-pod", self.kube.delete("Pod", ns, pod)):
                 self.expect.removed(ns, pod, uids.get(pod, ""))
-        for pod, mark in plan.drain.items():
-            if await attempt((DRAIN, pod), "drain", self.kube.annotate_pod(ns, pod, mark)):
-                self.expect.draining(ns, pod, uids.get(pod, ""), mark)
+        for pod, mark in plan.marks.items():
+            if await attempt((MARK, pod), "mark", self.kube.annotate_pod(ns, pod, mark)):
+                self.expect.marked(ns, pod, uids.get(pod, ""), mark)
         for pod, _ in plan.evict:  # refused with 429 (a PodDisruptionBudget says not now): tried next interval
             if await attempt((EVICT, pod), "evict", self.kube.evict(ns, pod)):
                 self.expect.removed(ns, pod, uids.get(pod, ""))

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from rlop.api.models import RLJobStatus
-from rlop.api.names import DRAIN_ANNOTATION, DRAIN_REASON_ANNOTATION
+from rlop.api.names import CHECKPOINT_NOW_ANNOTATION, DRAIN_ANNOTATION, DRAIN_REASON_ANNOTATION
 from rlop.plan.harvest import JobKey
 from rlop.plan.job import ChildKey
 from rlop.plan.observed import PodInfo
@@ -38,7 +38,7 @@ class Expectations:
         self._applied: dict[JobKey, dict[ChildKey, Applied]] = {}
         self._created: dict[PodKey, tuple[PodInfo, float]] = {}
         self._removed: dict[PodKey, tuple[str, float]] = {}  # -> (uid, when)
-        self._draining: dict[PodKey, tuple[str, Mapping[str, str], float]] = {}  # -> (uid, mark, when)
+        self._marked: dict[PodKey, tuple[str, Mapping[str, str], float]] = {}  # -> (uid, annotations, when)
         self._refused: dict[JobKey, list[Refusal]] = {}
 
     def forget_job(self, key: JobKey) -> None:
@@ -89,9 +89,10 @@ class Expectations:
         self._removed[(namespace, name)] = (uid, self.clock())
         self._created.pop((namespace, name), None)
 
-    def draining(self, namespace: str, name: str, uid: str, mark: Mapping[str, str]) -> None:
-        """A sandbox pod marked draining: so it stays, whatever the watch still shows (its drain begins once)."""
-        self._draining[(namespace, name)] = (uid, mark, self.clock())
+    def marked(self, namespace: str, name: str, uid: str, mark: Mapping[str, str]) -> None:
+        """A pod marked draining, or told to checkpoint: so it stays, whatever the watch still shows (a drain
+        begins once, a checkpoint is asked for once)."""
+        self._marked[(namespace, name)] = (uid, mark, self.clock())
 
     def pods(self, watched: Sequence[PodInfo], job: JobKey | None = None) -> list[PodInfo]:
         """Pods as the watch shows them, corrected by rlop's own writes the watch has not shown yet
@@ -99,19 +100,21 @@ class Expectations:
         now = self.clock()
         self._created = {k: v for k, v in self._created.items() if now - v[1] < WATCH_LAG}
         self._removed = {k: v for k, v in self._removed.items() if now - v[1] < WATCH_LAG}
-        self._draining = {k: v for k, v in self._draining.items() if now - v[2] < WATCH_LAG}
+        self._marked = {k: v for k, v in self._marked.items() if now - v[2] < WATCH_LAG}
 
         def gone(p: PodInfo) -> bool:
             uid, _ = self._removed.get((p.namespace, p.name), (None, 0.0))
             return _same(uid, p)
 
         def marked(p: PodInfo) -> PodInfo:
-            uid, mark, _ = self._draining.get((p.namespace, p.name), (None, {}, 0.0))
-            if p.draining or not _same(uid, p):
+            uid, mark, _ = self._marked.get((p.namespace, p.name), (None, {}, 0.0))
+            if not _same(uid, p):
                 return p
-            return replace(
-                p, draining=mark.get(DRAIN_ANNOTATION, ""), drain_reason=mark.get(DRAIN_REASON_ANNOTATION, "")
-            )
+            if DRAIN_ANNOTATION in mark and not p.draining:
+                p = replace(p, draining=mark[DRAIN_ANNOTATION], drain_reason=mark.get(DRAIN_REASON_ANNOTATION, ""))
+            if CHECKPOINT_NOW_ANNOTATION in mark:
+                p = replace(p, checkpoint_now=mark[CHECKPOINT_NOW_ANNOTATION])
+            return p
 
         seen = {(p.namespace, p.name) for p in watched}
         out = [replace(p, deleting=True) if gone(p) else marked(p) for p in watched]

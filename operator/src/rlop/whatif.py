@@ -231,7 +231,8 @@ def _placement(
     out: dict[str, Any], job: RLJob, plan: JobPlan, sandbox: Sequence[PodInfo], nodes: Sequence[NodeInfo],
     utilization: Mapping[str, float] | None, bound: Sequence[PodInfo], now: datetime,
 ) -> None:  # fmt: skip
-    gone = {p for p, _ in plan.delete_pods} | {p for p, _ in plan.evict} | set(plan.drain)
+    drains = {p: mark for p, mark in plan.marks.items() if DRAIN_REASON_ANNOTATION in mark}
+    gone = {p for p, _ in plan.delete_pods} | {p for p, _ in plan.evict} | set(drains)
     placement: dict[str, list[str]] = {n.name: [] for n in nodes}
     for p in sandbox:
         if p.name not in gone and p.on:
@@ -242,7 +243,7 @@ def _placement(
     out["placement"] = {node: names for node, names in placement.items() if names}
     out["created"] = [m["metadata"]["name"] for m in created]
     out["evictions"] = [{"pod": p, "reason": why} for p, why in plan.evict]
-    out["draining"] = [{"pod": p, "reason": mark[DRAIN_REASON_ANNOTATION]} for p, mark in plan.drain.items()]
+    out["draining"] = [{"pod": p, "reason": mark[DRAIN_REASON_ANNOTATION]} for p, mark in drains.items()]
     out["deletions"] = [{"pod": p, "reason": why} for p, why in plan.delete_pods]
     sandbox_spec = job.spec.pools.sandbox
     if sandbox_spec is not None and harvests(job):

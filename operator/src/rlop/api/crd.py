@@ -129,6 +129,7 @@ def rljob_crd() -> Schema:
     columns = [_column("Phase", ".status.phase")]
     columns += [_column(k.name.capitalize(), f".status.pools.{k.name}.replicas") for k in KINDS if k.column]
     columns += [
+        _column("Restarts", ".status.trainer.restarts", "integer"),
         _column("Age", ".metadata.creationTimestamp", "date"),
         _column("Reason", f'.status.conditions[?(@.type=="{R.READY}")].message', priority=1),
     ]

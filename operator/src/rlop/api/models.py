@@ -339,11 +339,57 @@ class Pool(ApiModel):
     template: PodTemplate
 
 
+MAX_BACKOFF_SECONDS = 600
+
+
+class FailurePolicy(ApiModel):
+    """What a rank's failure does: the whole gang restarts (a collective cannot go on without a rank)."""
+
+    max_restarts: int = Field(
+        default=3,
+        ge=0,
+        le=1000,
+        description="Gang restarts allowed; the failure after the last one makes the job Failed (every pool "
+        "scaled to 0, objects kept). A failure is a running rank's pod deleted or Failed, its node lost "
+        "(gone or NotReady), or a container terminated with a non-zero exit code (OOMKilled included).",
+    )
+    backoff_seconds: int = Field(
+        default=10,
+        ge=0,
+        le=MAX_BACKOFF_SECONDS,
+        description=f"Wait before the restarted gang is released; doubles with each restart, at most "
+        f"{MAX_BACKOFF_SECONDS}s.",
+    )
+
+    def backoff(self, restarts: int) -> int:
+        """Seconds before restart number `restarts` (1, 2, ...) is released."""
+        return int(min(self.backoff_seconds * 2 ** max(0, restarts - 1), MAX_BACKOFF_SECONDS))
+
+
+class Checkpoint(ApiModel):
+    """Where the gang keeps its checkpoints, so a restarted gang resumes instead of starting over."""
+
+    dir: str = Field(
+        default="/checkpoints",
+        min_length=2,
+        max_length=1024,
+        pattern="^/",
+        description="Mounted here in every trainer container, named by RLOP_CHECKPOINT_DIR.",
+    )
+    volume: dict[str, Open] = Field(
+        min_length=1,
+        max_length=1,
+        description="One volume source that outlives the pods, e.g. {persistentVolumeClaim: {claimName: ckpt}}.",
+    )
+
+
 class TrainerPool(ApiModel):
-    """Gang-scheduled trainers: all `replicas` pods are placed or none start."""
+    """Gang-scheduled trainers: all `replicas` pods are placed or none start, and they restart together."""
 
     replicas: int = Field(ge=1, le=4096)
     port: int = Field(default=29500, ge=1, le=65535, description="Rendezvous port (rank 0).")
+    failure_policy: FailurePolicy = Field(default_factory=FailurePolicy)
+    checkpoint: Checkpoint | None = None
     template: PodTemplate
 
 
@@ -532,7 +578,8 @@ class RLJobSpec(ApiModel):
 # ---------------------------------------------------------------- status
 
 ConditionStatus = Literal["True", "False", "Unknown"]
-Phase = Literal["Pending", "Running", "Suspended", "Error"]
+Phase = Literal["Pending", "Running", "Suspended", "Error", "Succeeded", "Failed"]
+FINISHED: tuple[Phase, ...] = ("Succeeded", "Failed")  # terminal: every pool at 0, the objects kept
 
 
 class Condition(ApiModel):
@@ -582,9 +629,29 @@ class PoolStatus(ApiModel):
     )
 
 
+class RankFailure(ApiModel):
+    """A failure of one rank of the running gang."""
+
+    time: datetime
+    reason: str = Field(max_length=64, description="PodDeleted, PodFailed, NodeLost, OOMKilled or ExitCode")
+    pod: str = Field(max_length=253)
+    rank: int | None = None
+    message: str = Field(default="", max_length=1024)
+
+
+class TrainerStatus(ApiModel):
+    restarts: int = Field(default=0, description="gang restarts so far (RLOP_RESTART_COUNT of the running gang)")
+    started: datetime | None = Field(default=None, description="when the running gang was released")
+    revision: str | None = Field(
+        default=None, max_length=128, description="the StatefulSet revision of the running gang"
+    )
+    last_failure: RankFailure | None = None
+
+
 class RLJobStatus(ApiModel):
     phase: Phase = "Pending"
     observed_generation: int | None = None
+    trainer: TrainerStatus | None = None
     policy_version: int | None = Field(default=None, description="the trainer's newest published weight version")
     pools: dict[str, PoolStatus] = Field(default_factory=dict, max_length=8)
     conditions: list[Condition] = Field(
@@ -622,3 +689,8 @@ class RLJob(BaseModel):
     metadata: ObjectMeta
     spec: RLJobSpec
     status: RLJobStatus | None = None
+
+    @property
+    def stopped(self) -> bool:
+        """Suspended, or finished (Succeeded or Failed): every pool at 0 replicas, nothing autoscaled."""
+        return self.spec.suspend or (self.status is not None and self.status.phase in FINISHED)

@@ -9,7 +9,9 @@ SYNCED = "Synced"
 METRICS = "MetricsAvailable"
 CAPACITY = "CapacityLimited"
 WEIGHTS = "WeightsInSync"
-PROBLEM_WHEN_TRUE = (CAPACITY,)  # conditions that are bad news when True (the others when False)
+COMPLETE = "Complete"  # the trainer gang completed: the job Succeeded (as a batch Job says it)
+FAILED = "Failed"  # a rank failed with no gang restarts left: the job Failed
+PROBLEM_WHEN_TRUE = (CAPACITY, FAILED)  # conditions that are bad news when True (the others when False)
 
 # Ready
 ALL_POOLS_READY = "AllPoolsReady"
@@ -31,6 +33,19 @@ UNSCHEDULABLE = "Unschedulable"
 INSUFFICIENT_CAPACITY = "InsufficientCapacity"
 RELEASED = "Released"
 SCHEDULED = "Scheduled"
+BACKING_OFF = "BackingOff"  # the restarted gang waits out failurePolicy's backoff
+FINISHED = "Finished"  # the job Succeeded or Failed: no trainer runs
+
+# Complete and Failed (the condition's reason, and the event's)
+COMPLETED = "Completed"
+MAX_RESTARTS = "MaxRestartsExceeded"
+
+# a trainer rank's failure (status.trainer.lastFailure.reason)
+POD_DELETED = "PodDeleted"
+POD_FAILED = "PodFailed"
+NODE_LOST = "NodeLost"
+OOM_KILLED = "OOMKilled"
+EXIT_CODE = "ExitCode"
 
 # MetricsAvailable
 VALID_METRICS = "ValidMetrics"
@@ -80,6 +95,8 @@ ROUTER_REMOVED = "RouterRemoved"
 ROUTER_FAILED = "RouterFailed"
 REPLICA_DRAINING = "ReplicaDraining"
 REPLICA_DRAINED = "ReplicaDrained"
+RANK_FAILED = "RankFailed"  # a rank of the running gang failed: the whole gang restarts
+CHECKPOINT_NOW = "CheckpointRequested"  # a drain began on a trainer node: the gang was told to checkpoint
 
 # condition reasons that are worth a Warning even on a job's first pass
 PROBLEMS = (
@@ -87,4 +104,4 @@ PROBLEMS = (
     NO_IDLE_CPU, GPU_BUDGET + "And" + NO_IDLE_CPU, UTILIZATION_UNKNOWN, GPU_BUDGET + "And" + UTILIZATION_UNKNOWN,
 )  # fmt: skip
 # condition reasons an event of their own already explains
-EXPLAINED = (RELEASED, RESTARTING, APPLIED)
+EXPLAINED = (RELEASED, RESTARTING, APPLIED, COMPLETED, MAX_RESTARTS)

@@ -35,9 +35,11 @@ def plan_gang(
     nodes: Sequence[NodeInfo],
     bound_pods: Iterable[PodInfo],
     updating: bool = False,
+    hold: str | None = None,
 ) -> GangDecision:
     """Decide what to do with the trainer pods of one job; `updating`: rlop is changing the trainer
-    StatefulSet this pass, so its pods may be about to restart and none is released yet."""
+    StatefulSet this pass, so its pods may be about to restart and none is released yet; `hold`: why
+    the gang may not be released yet (a restart's backoff)."""
     # a rank beyond the world size (someone scaled the StatefulSet by hand) is never part of the gang
     live = [p for p in pods if not p.deleting and not p.terminal and (p.index is None or p.index < replicas)]
     if replicas == 0:
@@ -50,7 +52,8 @@ def plan_gang(
         return GangDecision(
             False,
             R.RESTARTING,
-            f"trainer template changed: restarting all {len(names)} trainer pods together",
+            f"the trainer pod template changed (a spec change or a gang restart): restarting all {len(names)} "
+            "trainer pods together",
             restart=names,
         )
     if any(p.deleting for p in pods):
@@ -66,6 +69,8 @@ def plan_gang(
         return GangDecision(True, R.SCHEDULED, f"all {len(live)} trainer pods placed")
     if not settled:
         return GangDecision(False, R.UPDATING, "waiting for the trainer StatefulSet to take its new spec")
+    if hold:
+        return GangDecision(False, R.BACKING_OFF, f"{len(gated)} trainer pods gated: {hold}")
     priority = min(p.priority for p in gated)
     free = free_capacity(nodes, bound_pods, min_priority=priority)
     placement, unplaced = place_all(gated, nodes, free)

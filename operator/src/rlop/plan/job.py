@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from rlop.api import reasons as R
-from rlop.api.models import Phase, PoolStatus, RLJob, RLJobStatus
-from rlop.api.names import DRAIN_ANNOTATION, DRAIN_REASON_ANNOTATION, HASH_ANNOTATION
+from rlop.api.models import FINISHED, Phase, PoolStatus, RLJob, RLJobStatus
+from rlop.api.names import CHECKPOINT_NOW_ANNOTATION, DRAIN_ANNOTATION, DRAIN_REASON_ANNOTATION, HASH_ANNOTATION
 from rlop.api.pools import autoscaled, fixed_replicas, pools, serving
 from rlop.plan.gang import GangDecision, plan_gang
 from rlop.plan.harvest import Departed, HarvestPlan, JobKey, SandboxDemand, plan_harvest
@@ -22,9 +22,9 @@ from rlop.plan.serving import ServingObservation, ServingPlan, combine, plan_ser
 from rlop.plan.status import (
     DELETE_POD,
     DEREGISTER,
-    DRAIN,
     EVICT,
     LOAD,
+    MARK,
     REGISTER,
     RELEASE,
     ConditionUpdate,
@@ -32,6 +32,7 @@ from rlop.plan.status import (
     find,
     set_condition,
 )
+from rlop.plan.trainer import plan_trainer, released
 
 ChildKey = tuple[str, str]  # (kind, name)
 
@@ -61,14 +62,14 @@ class JobPlan:
     status: RLJobStatus
     events: list[Event]
     pod_costs: Mapping[str, int] = field(default_factory=dict)  # deletion costs to set before scaling down
-    drain: Mapping[str, Mapping[str, str]] = field(default_factory=dict)  # pod -> its drain mark
+    marks: Mapping[str, Mapping[str, str]] = field(default_factory=dict)  # pod -> annotations: drain, checkpoint
     serving: Mapping[str, ServingPlan] = field(default_factory=dict)  # serving pool -> gates, updates, router
 
 
 def base_replicas(job: RLJob) -> dict[str, int]:
     """Replicas per pool before autoscaling: fixed pools as specified (1 if unset), autoscaled pools at
     their last decision (minReplicas at first; a full pass moves a count outside [min, max] to the bound,
-    as HPA does); all 0 when suspended."""
+    as HPA does); all 0 when suspended or finished."""
     old = job.status.pools if job.status else {}
     auto = {name: a for name, _, a in autoscaled(job)}
     out = {}
@@ -77,7 +78,7 @@ def base_replicas(job: RLJob) -> dict[str, int]:
         if fixed is None:
             fixed = old[kind.name].desired if kind.name in old else auto[kind.name].min_replicas
         out[kind.name] = fixed
-    return {k: 0 for k in out} if job.spec.suspend else out
+    return {k: 0 for k in out} if job.stopped else out
 
 
 def _diff(
@@ -143,21 +144,28 @@ def plan_job(
     pool keeps its replicas; `harvest` is the pass's sandbox placement for this job (full passes only)."""
     job = obs.job
     name, generation = job.metadata.name, job.metadata.generation
+    trainer = [p for p in obs.pods if p.pool == "trainer"]
+    sts_key = ("StatefulSet", child_name(name, "trainer"))
+    life = plan_trainer(job, trainer, obs.children.get(sts_key), obs.nodes, now)
     scaling = scaling or Scaling(base_replicas(job), fresh=False)
+    if life.phase is not None:  # the job is over: every pool goes to 0, the objects stay
+        scaling = Scaling(dict.fromkeys(scaling.replicas, 0), fresh=False)
     replicas = scaling.replicas
     served = _plan_serving(obs, scaling, now)
-    desired = render(job, {**replicas, **{pool: sp.replicas for pool, sp in served.items()}})
+    desired = render(job, {**replicas, **{pool: sp.replicas for pool, sp in served.items()}}, life.restarts)
     writes, drift, events = _diff(desired, obs.children, obs.written)
     wanted = {(m["kind"], m["metadata"]["name"]) for m in desired}
     delete = sorted(set(obs.children) - wanted)
     events += [Event("Normal", R.DELETED, f"Deleted {k} {n}: no longer implied by the spec", needs=((k, n),))
                for k, n in delete]  # fmt: skip
-    events += scaling.events
+    events += scaling.events + life.events
 
-    trainer = [p for p in obs.pods if p.pool == "trainer"]
-    sts_key = ("StatefulSet", child_name(name, "trainer"))
     updating = any((m["kind"], m["metadata"]["name"]) == sts_key for m in writes) and sts_key not in drift
-    gang = plan_gang(replicas["trainer"], trainer, obs.children.get(sts_key), obs.nodes, obs.bound_pods, updating)
+    gang = plan_gang(replicas["trainer"], trainer, obs.children.get(sts_key), obs.nodes, obs.bound_pods, updating,
+                     life.hold)  # fmt: skip
+    if life.phase is not None:
+        gang = GangDecision(False, R.FINISHED, f"the job has {'succeeded' if life.phase == 'Succeeded' else 'failed'}"
+                            ": no trainer runs")  # fmt: skip
     if gang.release:
         spots = Counter(gang.placement.values())
         fit = ", ".join(f"{node} x{count}" for node, count in sorted(spots.items()))
@@ -168,7 +176,7 @@ def plan_job(
     delete_pods = [(pod, "gang restart") for pod in gang.restart]
 
     evict: list[tuple[str, str]] = []
-    drain: dict[str, dict[str, str]] = {}
+    marks: dict[str, dict[str, str]] = {pod: {CHECKPOINT_NOW_ANNOTATION: mark} for pod, mark in life.marks.items()}
     if harvest is not None:
         events += [Event("Warning", R.SANDBOX_EVICTED, f"evicted {pod}: {why}", needs=((EVICT, pod),))
                    for pod, why in harvest.evict]  # fmt: skip
@@ -183,9 +191,9 @@ def plan_job(
                    for pod, why in harvest.delete]  # fmt: skip
         grace = job.spec.pools.sandbox.placement.drain_seconds if job.spec.pools.sandbox else 0
         events += [Event("Normal", R.SANDBOX_DRAINING, f"draining {pod} for {grace}s, then evicting it: {why}",
-                         needs=((DRAIN, pod),)) for pod, why in harvest.drain]  # fmt: skip
+                         needs=((MARK, pod),)) for pod, why in harvest.drain]  # fmt: skip
         since = now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        drain = {pod: {DRAIN_ANNOTATION: since, DRAIN_REASON_ANNOTATION: why} for pod, why in harvest.drain}
+        marks |= {pod: {DRAIN_ANNOTATION: since, DRAIN_REASON_ANNOTATION: why} for pod, why in harvest.drain}
         delete_pods += harvest.delete
         evict = harvest.evict
     elif not harvests(job):  # sandbox pods rlop placed, but the spec no longer asks for harvesting
@@ -194,7 +202,7 @@ def plan_job(
     since = now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     for pool, sp in served.items():
         events += _serving_events(job, pool, sp)
-        drain |= {pod: {DRAIN_ANNOTATION: since, DRAIN_REASON_ANNOTATION: f"{pool} scale-down"} for pod in sp.drain}
+        marks |= {pod: {DRAIN_ANNOTATION: since, DRAIN_REASON_ANNOTATION: f"{pool} scale-down"} for pod in sp.drain}
         delete_pods += sp.drained
 
     old = job.status or RLJobStatus()
@@ -204,7 +212,7 @@ def plan_job(
             pools[pool] = pools[pool].model_copy(update={"versions": sp.versions})
     ready, why = _readiness(pools, gang)
     conditions = list(old.conditions)
-    updates = _with_problem(scaling.conditions, obs.utilization_error)
+    updates = _with_problem(scaling.conditions, obs.utilization_error) + life.conditions
     if (sync := combine([sp.sync for sp in served.values() if sp.sync is not None])) is not None:
         updates.append(sync)
     policy = next((s.policy.value for s in (obs.serving or {}).values() if s.policy and s.policy.value is not None),
@@ -213,22 +221,26 @@ def plan_job(
         updates.append(_capacity(scaling.limited, harvest))
     updates += [
         ConditionUpdate(R.GANG, "True" if gang.scheduled else "False", gang.reason, gang.message),
-        ConditionUpdate(R.READY, "True", R.ALL_POOLS_READY, why)
+        ConditionUpdate(R.READY, "False", R.FINISHED, gang.message)
+        if life.phase is not None
+        else ConditionUpdate(R.READY, "True", R.ALL_POOLS_READY, why)
         if ready
         else ConditionUpdate(R.READY, "False", R.NOT_READY, why),
         ConditionUpdate(R.SYNCED, "True", R.APPLIED, "children match the spec"),
     ]
     for update in updates:
         conditions = set_condition(conditions, update, now, generation)
-    phase: Phase = "Suspended" if job.spec.suspend else "Running" if ready else "Pending"
+    phase: Phase = life.phase or ("Suspended" if job.spec.suspend else "Running" if ready else "Pending")
+    trainer_status = released(life, obs.children.get(sts_key), now) if gang.release else life.status
     status = old.model_copy(
-        update={"phase": phase, "observed_generation": generation, "pools": pools, "conditions": conditions}
-    )
+        update={"phase": phase, "observed_generation": generation, "pools": pools, "conditions": conditions,
+                "trainer": trainer_status}
+    )  # fmt: skip
     if policy is not None:
         status.policy_version = int(policy)
     events += _transitions(old, status)
     costs = {**scaling.pod_costs, **{pod: c for sp in served.values() for pod, c in sp.costs.items()}}
-    return JobPlan(writes, drift, delete, list(gang.release), delete_pods, evict, status, events, costs, drain, served)
+    return JobPlan(writes, drift, delete, list(gang.release), delete_pods, evict, status, events, costs, marks, served)
 
 
 def _plan_serving(obs: JobObservation, scaling: Scaling, now: datetime) -> dict[str, ServingPlan]:
@@ -248,7 +260,7 @@ def _plan_serving(obs: JobObservation, scaling: Scaling, now: datetime) -> dict[
 def _serving_events(job: RLJob, pool: str, sp: ServingPlan) -> list[Event]:
     spec = dict(serving(job))[pool]
     why = f"out of the router and not Ready; deleted once no request runs on it, at most {spec.drain_seconds}s"
-    out = [Event("Normal", R.REPLICA_DRAINING, f"draining {pod} ({pool} scale-down): {why}", needs=((DRAIN, pod),))
+    out = [Event("Normal", R.REPLICA_DRAINING, f"draining {pod} ({pool} scale-down): {why}", needs=((MARK, pod),))
            for pod in sp.drain]  # fmt: skip
     out += [Event("Normal", R.REPLICA_DRAINED, f"deleted {pod}: {why}", needs=((DELETE_POD, pod),))
             for pod, why in sp.drained]  # fmt: skip
@@ -366,9 +378,10 @@ def _transitions(old: RLJobStatus, new: RLJobStatus) -> list[Event]:
 
 
 def with_apply_errors(status: RLJobStatus, errors: Sequence[str], now: datetime) -> RLJobStatus:
-    """Mark the status of a plan whose writes the API server refused."""
+    """Mark the status of a plan whose writes the API server refused (a finished job stays finished)."""
     if not errors:
         return status
     update = ConditionUpdate(R.SYNCED, "False", R.APPLY_FAILED, "; ".join(errors))
     conditions = set_condition(status.conditions, update, now, status.observed_generation)
-    return status.model_copy(update={"phase": "Error", "conditions": conditions})
+    phase = status.phase if status.phase in FINISHED else "Error"
+    return status.model_copy(update={"phase": phase, "conditions": conditions})

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rlop.api.names import (
+    CHECKPOINT_NOW_ANNOTATION,
     COST_ANNOTATION,
     DRAIN_ANNOTATION,
     DRAIN_REASON_ANNOTATION,
@@ -19,6 +20,7 @@ from rlop.api.names import (
     HOSTNAME,
     JOB_LABEL,
     POOL_LABEL,
+    RESTARTS_ANNOTATION,
     WEIGHTS_GATE,
 )
 from rlop.plan.quantity import Resources, add, parse_quantity
@@ -41,6 +43,16 @@ class NodeInfo:
     taints: tuple[Taint, ...] = ()
     schedulable: bool = True  # Ready and not cordoned
     ready: bool = True
+
+
+@dataclass(frozen=True)
+class Exit:
+    """A container's last termination: its current state, else the one before the kubelet restarted it."""
+
+    container: str
+    code: int
+    reason: str = ""  # e.g. OOMKilled, Error, Completed
+    message: str = ""
 
 
 @dataclass(frozen=True)
@@ -73,6 +85,10 @@ class PodInfo:
     containers_ready: bool = False  # Ready but for readiness gates
     weights_current: str | None = None  # the status of its rlop.dev/weights-current condition, if any
     weights_message: str = ""  # and its message
+    containers: int = 0  # regular containers in its spec
+    exits: tuple[Exit, ...] = ()  # of its regular containers
+    disruption: str = ""  # the reason of its DisruptionTarget condition (e.g. PreemptionByScheduler)
+    checkpoint_now: str = ""  # rlop's checkpoint-now mark on a trainer pod ("" if none)
 
     @property
     def terminal(self) -> bool:
@@ -103,6 +119,7 @@ class ChildInfo:
     ready: int = 0
     update_revision: str | None = None
     up_to_date: bool = True
+    restarts: int | None = None  # a trainer StatefulSet's: the gang restarts its pod template carries
 
 
 def _requests(containers: list[Raw]) -> Resources:
@@ -159,7 +176,23 @@ def pod_info(body: Raw) -> PodInfo:
         containers_ready=(conditions.get("ContainersReady") or {}).get("status") == "True",
         weights_current=(conditions.get(WEIGHTS_GATE) or {}).get("status"),
         weights_message=(conditions.get(WEIGHTS_GATE) or {}).get("message") or "",
+        containers=len(spec.get("containers") or []),
+        exits=tuple(e for c in status.get("containerStatuses") or [] if (e := _exit(c)) is not None),
+        disruption=(conditions.get("DisruptionTarget") or {}).get("reason") or ""
+        if (conditions.get("DisruptionTarget") or {}).get("status") == "True"
+        else "",
+        checkpoint_now=annotations.get(CHECKPOINT_NOW_ANNOTATION, ""),
     )
+
+
+def _exit(container: Raw) -> Exit | None:
+    state = container.get("state") or {}
+    ended = state.get("terminated") or (container.get("lastState") or {}).get("terminated")
+    if not ended:
+        return None
+    code = ended.get("exitCode")
+    return Exit(container.get("name", ""), int(code) if isinstance(code, int) else -1, ended.get("reason") or "",
+                (ended.get("message") or "")[:256])  # fmt: skip
 
 
 def controller_owner(meta: Raw) -> Owner | None:
@@ -229,4 +262,7 @@ def child_info(body: Raw) -> ChildInfo:
         ready=int(status.get("readyReplicas") or 0),
         update_revision=status.get("updateRevision"),
         up_to_date=generation is None or observed == generation,
+        restarts=_int(
+            (((spec.get("template") or {}).get("metadata") or {}).get("annotations") or {}).get(RESTARTS_ANNOTATION)
+        ),
     )

@@ -15,8 +15,11 @@ from typing import Any
 
 from rlop.api.models import API_VERSION, KIND, RLJob, ServingPool, Weights
 from rlop.api.names import (
+    CHECKPOINT_NOW_ANNOTATION,
+    CHECKPOINT_NOW_ENV,
+    CHECKPOINT_NOW_VOLUME,
+    CHECKPOINT_VOLUME,
     DRAIN_ANNOTATION,
-    DRAIN_DIR,
     DRAIN_ENV,
     DRAIN_VOLUME,
     GANG_GATE,
@@ -25,8 +28,10 @@ from rlop.api.names import (
     HOSTNAME,
     JOB_LABEL,
     MANAGED_BY,
+    MARK_DIR,
     MEMBERS_SUFFIX,
     POOL_LABEL,
+    RESTARTS_ANNOTATION,
     ROUTER_SUFFIX,
     WEIGHTS_GATE,
     WEIGHTS_VOLUME,
@@ -172,16 +177,30 @@ def _stamped(manifest: Manifest) -> Manifest:
     return manifest
 
 
-def trainer_statefulset(job: RLJob, replicas: int) -> Manifest:
+def trainer_statefulset(job: RLJob, replicas: int, restarts: int = 0) -> Manifest:
     """Trainers: a StatefulSet whose pods start behind a scheduling gate that rlop lifts for all at once.
 
     ``OnDelete`` updates: a changed template restarts the whole gang together (rlop deletes the pods),
-    never a mix of old and new ranks.
+    never a mix of old and new ranks. A gang restart after a failure is such a change: the template carries
+    the restart count (annotation and RLOP_RESTART_COUNT), the checkpoint volume and the checkpoint-now mark.
     """
     trainer = job.spec.pools.trainer
     tpl = _pod_template(job, "trainer", trainer.template)
-    tpl["spec"]["schedulingGates"] = [{"name": GANG_GATE}]
-    tpl["spec"].setdefault("subdomain", child_name(job.metadata.name, "trainer"))
+    spec = tpl["spec"]
+    spec["schedulingGates"] = [{"name": GANG_GATE}]
+    spec.setdefault("subdomain", child_name(job.metadata.name, "trainer"))
+    tpl["metadata"].setdefault("annotations", {})[RESTARTS_ANNOTATION] = str(restarts)
+    ours = [{"name": "RLOP_RESTART_COUNT", "value": str(restarts)}]
+    if (ckpt := trainer.checkpoint) is not None:
+        ours.append({"name": "RLOP_CHECKPOINT_DIR", "value": ckpt.dir})
+        spec["volumes"] = [v for v in spec.get("volumes", []) if v.get("name") != CHECKPOINT_VOLUME]
+        spec["volumes"].append({"name": CHECKPOINT_VOLUME, **copy.deepcopy(ckpt.volume)})
+    for container in spec["containers"]:
+        container["env"] = [e for e in container["env"] if e["name"] not in {o["name"] for o in ours}] + ours
+        if ckpt is not None:
+            mounts = [m for m in container.get("volumeMounts", []) if m.get("name") != CHECKPOINT_VOLUME]
+            container["volumeMounts"] = [*mounts, {"name": CHECKPOINT_VOLUME, "mountPath": ckpt.dir}]
+    _mark_file(spec, CHECKPOINT_NOW_VOLUME, "checkpoint-now", CHECKPOINT_NOW_ANNOTATION, CHECKPOINT_NOW_ENV)
     return _stamped(
         {
             "apiVersion": "apps/v1",
@@ -269,25 +288,25 @@ def sandbox_pod(job: RLJob, name: str, node: str) -> Manifest:
     term = {"matchExpressions": [{"key": HOSTNAME, "operator": "In", "values": [node]}]}
     tpl["spec"]["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
         "nodeSelectorTerms": [term]}}}  # fmt: skip
-    _drain_mark(tpl["spec"])
+    _mark_file(tpl["spec"], DRAIN_VOLUME, "drain", DRAIN_ANNOTATION, DRAIN_ENV)
     return _stamped({"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": tpl["spec"]})
 
 
-def _drain_mark(spec: Manifest) -> None:
-    """Let every container read the pod's drain mark (rlop.dev/drain, empty until rlop drains the pod) at
-    DRAIN_DIR/drain, a downward API file the kubelet updates in place, named by RLOP_DRAIN_FILE; a container
-    that mounts something else at DRAIN_DIR keeps it, and gets neither."""
-    item = {"path": "drain", "fieldRef": {"fieldPath": f"metadata.annotations['{DRAIN_ANNOTATION}']"}}
-    volumes = [v for v in spec.get("volumes", []) if v.get("name") != DRAIN_VOLUME]
-    spec["volumes"] = [*volumes, {"name": DRAIN_VOLUME, "downwardAPI": {"items": [item]}}]
+def _mark_file(spec: Manifest, volume: str, file: str, annotation: str, env: str) -> None:
+    """Let every container read one of rlop's marks on its pod (`annotation`, empty until rlop sets it) at
+    MARK_DIR/`file`, a downward API file the kubelet updates in place, named by `env`; a container that
+    mounts something else at MARK_DIR keeps it, and gets neither. (One mark per pod: the volume is MARK_DIR.)"""
+    item = {"path": file, "fieldRef": {"fieldPath": f"metadata.annotations['{annotation}']"}}
+    volumes = [v for v in spec.get("volumes", []) if v.get("name") != volume]
+    spec["volumes"] = [*volumes, {"name": volume, "downwardAPI": {"items": [item]}}]
     for container in spec["containers"]:
-        mounts = [m for m in container.get("volumeMounts", []) if m.get("name") != DRAIN_VOLUME]
+        mounts = [m for m in container.get("volumeMounts", []) if m.get("name") != volume]
         container["volumeMounts"] = mounts
-        if any(m.get("mountPath") == DRAIN_DIR for m in mounts):
+        if any(m.get("mountPath") == MARK_DIR for m in mounts):
             continue
-        mounts.append({"name": DRAIN_VOLUME, "mountPath": DRAIN_DIR, "readOnly": True})
-        env = [e for e in container.get("env", []) if e.get("name") != DRAIN_ENV]
-        container["env"] = [*env, {"name": DRAIN_ENV, "value": f"{DRAIN_DIR}/drain"}]
+        mounts.append({"name": volume, "mountPath": MARK_DIR, "readOnly": True})  # not subPath: never updated
+        vars_ = [e for e in container.get("env", []) if e.get("name") != env]
+        container["env"] = [*vars_, {"name": env, "value": f"{MARK_DIR}/{file}"}]
 
 
 def pool_deployment(job: RLJob, pool: str, spec: AnyPool, replicas: int) -> Manifest:
@@ -353,7 +372,7 @@ def router_deployment(job: RLJob, pool: str, spec: ServingPool) -> Manifest:
                   "spec": {"containers": [container]}})  # fmt: skip
     meta = _metadata(job, role)
     return _stamped({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": meta, "spec": {
-        "replicas": 0 if job.spec.suspend else 1, "strategy": {"type": "Recreate"},
+        "replicas": 0 if job.stopped else 1, "strategy": {"type": "Recreate"},
         "selector": {"matchLabels": selector(name, role)}, "template": tpl}})  # fmt: skip
 
 
@@ -375,12 +394,12 @@ def harvests(job: RLJob) -> bool:
     return sandbox is not None and sandbox.placement.strategy == "harvest-idle-cpu"
 
 
-def render(job: RLJob, replicas: Mapping[str, int]) -> list[Manifest]:
-    """All children of `job`, given the replica count chosen for each pool."""
+def render(job: RLJob, replicas: Mapping[str, int], restarts: int = 0) -> list[Manifest]:
+    """All children of `job`, given the replica count chosen for each pool and the gang restarts so far."""
     out = []
     for kind, spec in all_pools(job):
         if kind.workload == "StatefulSet":
-            out.append(trainer_statefulset(job, replicas[kind.name]))
+            out.append(trainer_statefulset(job, replicas[kind.name], restarts))
         elif not (kind.may_harvest and harvests(job)):  # harvested pods are placed one by one, not here
             out.append(pool_deployment(job, kind.name, spec, replicas[kind.name]))
         out.append(pool_service(job, kind.name, spec.port, headless=kind.headless))

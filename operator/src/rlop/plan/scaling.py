@@ -104,7 +104,7 @@ def plan_scaling(
     """Decide replicas for every autoscaled pool of `job` (base: the current replicas of every pool;
     previous: the time of the previous full pass, None if unknown)."""
     scaled = {name: (spec, auto) for name, spec, auto in autoscaled(job)}
-    if job.spec.suspend or not scaled:
+    if job.stopped or not scaled:
         return Scaling(dict(base))
     old = job.status.pools if job.status else {}
     decisions: dict[str, Decision] = {}

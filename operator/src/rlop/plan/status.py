@@ -11,7 +11,7 @@ from rlop.api.models import Condition, ConditionStatus
 # what a write to a pod does, as the first half of the (what, name) key an Event may need to have succeeded;
 # an apply is keyed (kind, name)
 COST, DELETE_POD, EVICT, RELEASE = "deletion-cost of pod", "delete of pod", "eviction of pod", "gate release of pod"
-DRAIN = "drain mark of pod"
+MARK = "annotation of pod"  # a drain or checkpoint-now mark
 GATE, LOAD = "weights-current condition of pod", "weights update of pod"
 REGISTER, DEREGISTER = "router registration of pod", "router deregistration of"
 
