@@ -29,7 +29,9 @@ with the labels namespace, rljob and pool, under the names the example RLJob sca
               at most every RLOP_PUBLISH_SECONDS (10), as the checkpoint <dir>/<v>/model.safetensors (written
               aside and renamed into place; the newest 8 kept; a restarted trainer resumes from the newest).
               rlop_policy_version: the newest published (rank 0), the newest on disk (other ranks), 0 without
-              RLOP_WEIGHTS_DIR.
+              RLOP_WEIGHTS_DIR. With RLOP_CHECKPOINT_DIR it checkpoints its step (rlop_trainer_step; after
+              every step, on rlop's checkpoint-now mark, on SIGTERM) and a restarted gang resumes from it;
+              with RLOP_TRAIN_STEPS every rank exits 0 at that step (GET /state: step, resumed_from, restart).
 - controller: drives the asynchronous loop prompts -> rollout -> reward + sandbox -> trainer with a bounded
               staleness; POST /load {"prompts_per_s": x, "checks_per_prompt": k} changes the load. A check
               or a generation that fails for infrastructure (a 503, a reset connection) is retried, never
@@ -195,6 +197,7 @@ VOCAB, DIM = 64, 16
 SHAPES = {"embed": (VOCAB, DIM), "lm_head": (DIM, VOCAB)}
 MODEL_PATH = "rlop-tiny"  # as SGLang's, the launch-time name whatever weights are loaded: the router keys workers by it
 KEEP_CHECKPOINTS = 8  # the trainer's newest checkpoints kept on disk
+STATE_FILE = "trainer-state.json"  # the trainer's checkpoint in RLOP_CHECKPOINT_DIR (its step)
 Tensors = dict[str, NDArray[np.float32]]
 
 
@@ -438,19 +441,50 @@ class Sandbox(Graceful):
         return {"passed": passed, "stdout": stdout[:200]}
 
 
+def read_state(checkpoint_dir: str) -> dict[str, Any]:
+    """The trainer's last checkpoint in `checkpoint_dir` ({} if none)."""
+    try:
+        with open(os.path.join(checkpoint_dir, STATE_FILE)) as f:
+            return dict(json.load(f))
+    except (OSError, ValueError):
+        return {}
+
+
+def write_state(checkpoint_dir: str, state: dict[str, Any]) -> None:
+    """Atomically (written aside, then renamed into place): a crash mid-write leaves the previous one."""
+    tmp = os.path.join(checkpoint_dir, f".{STATE_FILE}.{os.getpid()}")
+    with open(tmp, "w") as f:
+        json.dump(state, f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, os.path.join(checkpoint_dir, STATE_FILE))
+
+
 class Trainer:
-    """Optimizer steps on the controller's batches. With a weights directory, rank 0 publishes the next policy
-    version after a step, RLOP_PUBLISH_SECONDS after the last at the earliest (at once when there is none),
-    resuming from the newest on disk; rlop_policy_version is the newest published (the other ranks read the
-    directory when scraped; 0 without a directory)."""
+    """Optimizer steps on the controller's batches (or, with RLOP_STEP_SECONDS, on its own clock). With a
+    weights directory, rank 0 publishes the next policy version after a step, RLOP_PUBLISH_SECONDS after the
+    last at the earliest (at once when there is none), resuming from the newest on disk; rlop_policy_version
+    is the newest published (the other ranks read the directory when scraped; 0 without a directory).
+
+    A gang that survives failure: with RLOP_CHECKPOINT_DIR, rank 0 checkpoints its step after every step, on
+    rlop's checkpoint-now mark (RLOP_CHECKPOINT_NOW_FILE: a drain began on a node of the gang) and when
+    stopped (SIGTERM, then exit 143); every rank resumes from it, so a restarted gang (RLOP_RESTART_COUNT)
+    goes on where it was. With RLOP_TRAIN_STEPS, every rank exits 0 once the checkpoint reaches it: done."""
 
     def __init__(self, weights_dir: str = os.environ.get("RLOP_WEIGHTS_DIR", ""),
-                 rank: int = int(os.environ.get("RLOP_TRAINER_RANK", "0") or 0)) -> None:  # fmt: skip
+                 rank: int = int(os.environ.get("RLOP_TRAINER_RANK", "0") or 0),
+                 checkpoint_dir: str = os.environ.get("RLOP_CHECKPOINT_DIR", ""),
+                 steps: int = int(os.environ.get("RLOP_TRAIN_STEPS", "0") or 0),
+                 exit_: Callable[[int], object] = os._exit) -> None:  # fmt: skip
         self.step_seconds = Histogram("rlop_trainer_step_seconds", "Time of one optimizer step", list(LABELS))
         self.staleness = gauge("rlop_trainer_staleness", "Policy versions between generation and training")
         self.steps = Counter("rlop_trainer_steps", "Optimizer steps", list(LABELS))
-        self.version, self.lock = 0, threading.Lock()
-        self.weights_dir, self.rank = weights_dir, rank
+        self.saved = Counter("rlop_trainer_checkpoints", "Checkpoints written, by why", [*LABELS, "why"])
+        self.lock, self.exit = threading.Lock(), exit_
+        self.weights_dir, self.rank, self.checkpoint_dir, self.total = weights_dir, rank, checkpoint_dir, steps
+        self.restart = int(os.environ.get("RLOP_RESTART_COUNT", "0") or 0)
+        self.version = self.resumed_from = int(read_state(checkpoint_dir).get("step", 0)) if checkpoint_dir else 0
+        gauge("rlop_trainer_step", "The optimizer step, resumed from the checkpoint").set_function(lambda: self.version)
         self.publish_seconds = float(os.environ.get("RLOP_PUBLISH_SECONDS", "10"))
         self.published = max(checkpoints(weights_dir), default=0) if weights_dir else 0
         self.published_at = time.monotonic() if self.published else -math.inf
@@ -459,17 +493,65 @@ class Trainer:
             policy.set_function(lambda: self.published)
         else:
             policy.set_function(lambda: max(checkpoints(weights_dir), default=0))
+        self.finish_if_done()
+        threading.Thread(target=self.follow, daemon=True).start()
+        if rank == 0 and (every := float(os.environ.get("RLOP_STEP_SECONDS", "0") or 0)) > 0:
+            threading.Thread(target=self.tick, args=(every,), daemon=True).start()
 
     def batch(self, body: dict[str, Any]) -> dict[str, Any]:
         with self.lock:  # one step at a time
             started = time.monotonic()
             time.sleep(random.uniform(0.5, 1.0))  # simulated forward/backward/all-reduce
             self.version += 1
-            self.staleness.set(self.published - min(s.get("version", 0) for s in body["samples"]))
+            self.staleness.set(self.published - min((s.get("version", 0) for s in body["samples"]),
+                                                    default=self.published))  # fmt: skip
             self.step_seconds.labels(**LABELS).observe(time.monotonic() - started)
             self.steps.labels(**LABELS).inc()
             self.maybe_publish()
+            self.checkpoint("step")
+            self.finish_if_done()
             return {"version": self.version, "policy_version": self.published}
+
+    def state(self) -> dict[str, Any]:
+        return {"step": self.version, "resumed_from": self.resumed_from, "restart": self.restart, "rank": self.rank}
+
+    def checkpoint(self, why: str) -> None:
+        """Rank 0 writes its step (the other ranks hold the same state in this demo)."""
+        if self.rank != 0 or not self.checkpoint_dir:
+            return
+        with contextlib.suppress(OSError):  # a full volume: the previous checkpoint stands
+            write_state(self.checkpoint_dir, {"step": self.version, "policy_version": self.published})
+            self.saved.labels(**LABELS, why=why).inc()
+
+    def finish_if_done(self) -> None:
+        if self.total and self.version >= self.total:
+            self.exit(0)
+
+    def follow(self) -> None:
+        """Every second: checkpoint on a new checkpoint-now mark; a rank other than 0 follows rank 0's
+        checkpoint (and is done with it)."""
+        mark_file, seen = os.environ.get("RLOP_CHECKPOINT_NOW_FILE", ""), ""
+        while True:
+            time.sleep(1)
+            with contextlib.suppress(OSError), open(mark_file or os.devnull) as f:
+                mark = f.read().strip()
+                if mark and mark != seen:
+                    self.checkpoint("requested")
+                seen = mark
+            if self.rank != 0 and self.checkpoint_dir:
+                self.version = max(self.version, int(read_state(self.checkpoint_dir).get("step", 0)))
+                self.finish_if_done()
+
+    def tick(self, every: float) -> None:
+        while True:
+            time.sleep(every)
+            self.batch({"samples": []})
+
+    def stop(self) -> None:
+        """SIGTERM: checkpoint, then exit as a stopped process does."""
+        with self.lock:
+            self.checkpoint("stopped")
+        self.exit(143)
 
     def maybe_publish(self) -> None:
         """Publish version published + 1 if this is rank 0 with a weights directory and it is time; a failed
@@ -640,7 +722,7 @@ ROLES: dict[str, tuple[Callable[[], object], dict[str, str]]] = {
     "rollout": (Rollout, ROLLOUT_ROUTES),
     "reward": (Reward, {"POST /score": "score"}),
     "sandbox": (Sandbox, {"POST /verify": "verify"}),
-    "trainer": (Trainer, {"POST /batch": "batch"}),
+    "trainer": (Trainer, {"POST /batch": "batch", "GET /state": "state"}),
     "controller": (Controller, {"POST /load": "load"}),
 }
 
@@ -701,7 +783,7 @@ def main() -> None:
     cls, routes = ROLES[ROLE]
     role = cls()
     serve_metrics(METRICS_PORT)
-    if isinstance(role, Graceful):  # stop gracefully: the handler returns at once, the drain runs beside
+    if isinstance(role, Graceful | Trainer):  # stop gracefully: the handler returns at once, the stop runs beside
         signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=role.stop, daemon=True).start())
     server(role, routes, PORT).serve_forever()
 

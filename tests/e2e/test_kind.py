@@ -311,22 +311,13 @@ def test_a_replica_down_while_the_trainer_moves_on_catches_up_before_taking_traf
         rollout_size(k, None)
 
 
-def signal(kind: KindCluster, pod: dict[str, Any], sig: str) -> None:
-    """Send `sig` to this one pod's server process (found by its pod UID in the process's cgroup path)."""
-    uid = pod["metadata"]["uid"]
-    script = (f'for p in $(pgrep -f "rlop_workload.py rollout"); do grep -qE "pod({uid}|{uid.replace("-", "_")})"'
-              f' /proc/$p/cgroup && kill -{sig} $p && echo $p; done; true')  # fmt: skip
-    done = kind.node_exec(pod["spec"]["nodeName"], "sh", "-c", script)
-    assert done.returncode == 0 and len(done.stdout.split()) == 1, (done.stdout, done.stderr)
-
-
 def check_catch_up(kind: KindCluster, k: Kubectl) -> None:
     wait_for(lambda: in_sync(k, 2), timeout=180, what="two replicas, current")
     pod = pods(k, "rollout")[0]
     name, url = pod["metadata"]["name"], f"http://{pod['status']['podIP']}:8000"
     start = status(k)["policyVersion"]
     before = generations(kind)
-    signal(kind, pod, "STOP")
+    kind.signal(pod, "STOP")
     stopped = time.monotonic()
     try:
         wait_for(lambda: gate(k.get("pod", name))["status"] == "False", timeout=60, what=f"{name} gated out")
@@ -336,7 +327,7 @@ def check_catch_up(kind: KindCluster, k: Kubectl) -> None:
         # elsewhere, so a stale reply after this can only be one routed to it while it was behind
         time.sleep(max(0.0, 35 - (time.monotonic() - stopped)))
     finally:
-        signal(kind, pod, "CONT")
+        kind.signal(pod, "CONT")
     wait_for(lambda: in_sync(k, 2), timeout=120, what=f"{name} caught up, Ready and routed again")
     assert name in {p["metadata"]["name"] for p in pods(k, "rollout")}, "the same replica came back"
     caught = [e["message"] for e in k.events(JOB) if e["reason"] == "WeightsUpdate" and name in e["message"]]
@@ -352,6 +343,10 @@ def desired(k: Kubectl, pool: str) -> int:
 
 
 def test_rollout_and_sandbox_scale_up_and_down_on_live_metrics(kind: KindCluster, k: Kubectl) -> None:
+    # from the bottom: an earlier test's replicas may still be up, and the GPU budget (12: trainer 8, reward
+    # up to 2) would leave the rollout pool no room above them
+    kind.post(NS, f"{JOB}-controller", 8000, "/load", {"prompts_per_s": 0, "checks_per_prompt": 1})
+    wait_for(lambda: desired(k, "rollout") == 1, timeout=300, what="rollout at minReplicas before the load step")
     base_rollout, base_sandbox = desired(k, "rollout"), desired(k, "sandbox")
     kind.post(NS, f"{JOB}-controller", 8000, "/load", {"prompts_per_s": 24, "checks_per_prompt": 3})
     wait_for(lambda: desired(k, "rollout") > base_rollout, timeout=180, what="rollout scaled up")

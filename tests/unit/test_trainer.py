@@ -228,3 +228,12 @@ def test_exits_are_read_from_the_pod_status() -> None:
             "status": {"containerStatuses": statuses}}  # fmt: skip
     info = pod_info(body)
     assert info.containers == 2 and info.exits == (Exit("c", 137, "OOMKilled"), Exit("s", 0, "Completed"))
+
+
+def test_a_suspended_gang_is_stopped_not_failed_and_resumes_as_a_new_gang() -> None:
+    suspended = running(job(suspend=True))
+    plan = plan_trainer(suspended, [], STS, NODES, NOW)
+    assert plan.status.started is None and plan.restarts == 0 and not plan.events
+    resumed = job().model_copy(update={"status": RLJobStatus(trainer=plan.status)})
+    recreated = [rank(i, gated=True, node=None, created="2026-12-04T11:59:00Z") for i in range(2)]
+    assert plan_trainer(resumed, recreated, STS, NODES, NOW).restarts == 0  # same revision, new pods: no failure

@@ -375,6 +375,40 @@ def test_a_trainer_that_cannot_publish_stays_at_version_0(tmp_path: Path, weight
     assert os.listdir(tmp_path) == (["file"] if weights_dir else [])
 
 
+def test_a_restarted_gang_resumes_from_the_checkpoint_and_is_done_at_its_steps(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    w = workload()
+    exits: list[int] = []
+    mark = tmp_path / "checkpoint-now"
+    mark.write_text("")
+    monkeypatch.setenv("RLOP_CHECKPOINT_NOW_FILE", str(mark))
+    ckpt = tmp_path / "ckpt"
+    ckpt.mkdir()
+    rank0 = w.Trainer(rank=0, checkpoint_dir=str(ckpt), steps=3, exit_=exits.append)
+    for _ in range(2):
+        rank0.batch({"samples": []})
+    assert json.loads((ckpt / w.STATE_FILE).read_text())["step"] == 2 and exits == []
+    mark.write_text("2026-12-04T12:00:00Z node n1 cordoned")  # rlop's checkpoint-now mark
+    deadline = time.monotonic() + 5
+    while not _metric(w, "rlop_trainer_checkpoints_total", why="requested") and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _metric(w, "rlop_trainer_checkpoints_total", why="requested") == 1
+    rank0.stop()  # SIGTERM: checkpointed, then exit 143 as a stopped process
+    assert exits == [143] and _metric(w, "rlop_trainer_checkpoints_total", why="stopped") == 1
+
+    w = workload()  # the gang restarted: the step goes on
+    monkeypatch.setenv("RLOP_RESTART_COUNT", "1")
+    again = w.Trainer(rank=0, checkpoint_dir=str(ckpt), steps=3, exit_=exits.append)
+    assert again.state() == {"step": 2, "resumed_from": 2, "restart": 1, "rank": 0}
+    assert _metric(w, "rlop_trainer_step") == 2
+    again.batch({"samples": []})
+    assert exits == [143, 0]  # step 3 of 3: done, exit 0
+    w = workload()
+    w.Trainer(rank=1, checkpoint_dir=str(ckpt), steps=3, exit_=exits.append)  # a rank started after the end
+    assert exits == [143, 0, 0]
+
+
 # ---------------------------------------------------------------- the controller's generations
 
 

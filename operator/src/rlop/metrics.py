@@ -36,6 +36,9 @@ POOL_REPLICAS = Gauge(
 POOL_METRIC = Gauge(
     "rlop_pool_metric_value", "Latest value of each autoscaling metric.", ["namespace", "rljob", "pool", "metric"]
 )
+GANG_RESTARTS = Gauge(
+    "rlop_trainer_gang_restarts", "Restarts of the trainer gang after a rank failed.", ["namespace", "rljob"]
+)
 HARVESTED_CPU = Gauge("rlop_harvested_cpu_cores", "CPU cores requested by rlop's sandbox pods, by node.", ["node"])
 
 _harvest_nodes: set[str] = set()
@@ -51,6 +54,7 @@ def set_pools(namespace: str, job: str, status: Any) -> None:
     for pool, st in status.pools.items():
         _set(POOL_REPLICAS, (namespace, job, pool, "desired"), st.desired)
         _set(POOL_REPLICAS, (namespace, job, pool, "ready"), st.ready)
+    _set(GANG_RESTARTS, (namespace, job), status.trainer.restarts if status.trainer else 0)
 
 
 def set_metric(namespace: str, job: str, pool: str, index: int, value: float | None) -> None:

@@ -25,6 +25,8 @@ VALUES = REPO / "hack" / "kind" / "values.yaml"
 # while the rest of the cluster ran, so the demo and the eviction test harvest below these thresholds (two
 # 250m sandbox pods fit an idle node; a CPU-burning pod makes it busy).
 SHARED_HOST_PLACEMENT = {"maxNodeUtilization": 0.45, "hysteresis": 0.15, "reservedCpu": "0"}
+# the GPU workers' shared directory (kind-config.yaml): on this machine, and inside those nodes
+SHARED_DIR, NODE_SHARED_DIR = Path("/tmp/rlop-kind-weights"), "/var/lib/rlop-weights"
 
 
 def docker_installed() -> bool:
@@ -113,3 +115,13 @@ class KindCluster:
     def node_exec(self, node: str, *cmd: str) -> subprocess.CompletedProcess[str]:
         """A command in a kind node's own namespaces (e.g. to kill -9 a container's process)."""
         return subprocess.run(["docker", "exec", node, *cmd], capture_output=True, text=True, timeout=60)
+
+    def signal(self, pod: dict[str, Any], sig: str) -> None:
+        """Send `sig` to the reference workload's process in this one pod (found by the pod's UID in the
+        process's cgroup path), as a crash or a hang would; fails unless exactly one process got it."""
+        uid = pod["metadata"]["uid"]
+        script = (f'for p in $(pgrep -f "rlop_workload.py"); do grep -qE "pod({uid}|{uid.replace("-", "_")})"'
+                  f' /proc/$p/cgroup && kill -{sig} $p && echo $p; done; true')  # fmt: skip
+        done = self.node_exec(pod["spec"]["nodeName"], "sh", "-c", script)
+        if done.returncode != 0 or len(done.stdout.split()) != 1:
+            raise RuntimeError(f"signal {sig} to pod {pod['metadata']['name']}: {done.stdout} {done.stderr}")

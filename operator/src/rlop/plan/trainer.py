@@ -94,6 +94,8 @@ def plan_trainer(
     observed = statefulset.restarts if statefulset is not None else None
     if observed is not None and observed > old.restarts:  # restarted, but the status was not written (a crash)
         status = TrainerStatus(restarts=observed, last_failure=old.last_failure)
+    if replicas == 0 and status.started is not None:  # suspended: the gang is stopped, not failed
+        status = status.model_copy(update={"started": None, "revision": None})
     revision = statefulset.update_revision if statefulset is not None and statefulset.up_to_date else None
     gang = [p for p in pods if revision and p.revision == revision and (p.index is None or p.index < replicas)]
     if revision and replicas and status.started is not None and status.revision == revision:
