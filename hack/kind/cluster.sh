@@ -55,6 +55,8 @@ up() {
     # a cluster that outlived a dockerd restart comes back slowly (RBAC answers Forbidden until bootstrapped)
     for _ in $(seq 90); do kubectl get --raw /readyz >/dev/null 2>&1 && break; sleep 2; done
   fi
+  # the example RLJob's trainer checkpoints (trainer.checkpoint): in the shared directory, writable by its user
+  mkdir -p /tmp/rlop-kind-weights/checkpoints && chmod 1777 /tmp/rlop-kind-weights/checkpoints
   log "loading rlop's images"
   kind load docker-image --name "$NAME" "$OPERATOR_IMAGE" rlop-workload:dev "rlop.local/prometheus:v$(cat "$BIN/.prometheus.stamp")" >&2
   kubectl wait --for=condition=Ready nodes --all --timeout=180s >&2
