@@ -6,7 +6,7 @@ export RLOP_CACHE ?= $(HOME)/.cache/rlop
 export RLOP_BIN_DIR ?= $(RLOP_CACHE)/bin
 PYTEST_ARGS ?=
 
-.PHONY: help venv binaries crd lint test unit integration e2e chaos demo cluster cluster-down kind kind-down clean
+.PHONY: help venv binaries keda crd lint test unit integration e2e chaos demo cluster cluster-down kind kind-down clean
 
 help:
 	@grep -E '^[a-z-]+:.*## ' Makefile | sed 's/:.*## /\t/'
@@ -21,6 +21,9 @@ venv: $(VENV)/.stamp ## Python virtualenv with rlop and the dev tools
 
 binaries: ## build etcd, kube-*, kubectl, kwok from Go modules into $(RLOP_BIN_DIR) (cached)
 	bash hack/build-binaries.sh
+
+keda: ## build KEDA's operator and metrics adapter from Go modules (bench/peers.py only; cached)
+	bash hack/build-binaries.sh keda
 
 crd: venv ## regenerate the CRD from the pydantic models
 	$(PY) -m rlop crd > crds/rljobs.rlop.dev.yaml

@@ -14,6 +14,7 @@ CRICTL_VERSION=${CRICTL_VERSION:-1.36.0}
 COREDNS_VERSION=${COREDNS_VERSION:-1.14.2}
 KUBE_ROUTER_VERSION=${KUBE_ROUTER_VERSION:-2.1.0}
 PROMETHEUS_VERSION=${PROMETHEUS_VERSION:-2.53.2}   # the kind image's (Debian's package lacks Kubernetes SD)
+KEDA_VERSION=${KEDA_VERSION:-2.21.0}   # bench/peers.py only (2.21.1 needs Go 1.27)
 K8S_CMDS="kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kubeadm kube-proxy"
 CACHE=${RLOP_CACHE:-$HOME/.cache/rlop}
 BIN=$CACHE/bin
@@ -86,6 +87,25 @@ build_prometheus() {
   go build -trimpath -ldflags="-s -w -X github.com/prometheus/common/version.Version=$PROMETHEUS_VERSION" \
     -o "$BIN/prometheus" github.com/prometheus/prometheus/cmd/prometheus
   echo "$PROMETHEUS_VERSION" > "$BIN/.prometheus.stamp"
+}
+
+# KEDA's operator and metrics adapter, for bench/peers.py (`build-binaries.sh keda`): its go.mod has a replace
+# (so no `go install pkg@version`) and its k8s.io and etcd client versions differ from the control plane's:
+# a wrapper module of its own, with KEDA's replace and exclude
+build_keda() {
+  stamp_ok keda "$KEDA_VERSION" && return
+  local work=$CACHE/build/keda mod=github.com/kedacore/keda/v2
+  rm -rf "$work"; mkdir -p "$work"; cd "$work"
+  go mod init local.test/rlop-keda
+  go mod edit -go=1.26.0 -require="$mod@v$KEDA_VERSION" -tool=$mod/cmd/operator -tool=$mod/cmd/adapter \
+    -replace=github.com/nexus-rpc/nexus-proto-annotations@v0.1.0=github.com/nexus-rpc/nexus-proto-annotations@v0.1.1-0.20260629224316-835bd8d49cb4 \
+    -exclude=github.com/go-chi/chi/v5@v5.2.3
+  go mod tidy
+  go build -trimpath -ldflags="-s -w -X $mod/version.Version=$KEDA_VERSION -X $mod/version.GitCommit=v$KEDA_VERSION" \
+    -o "$work/bin/" $mod/cmd/operator $mod/cmd/adapter
+  mv "$work/bin/operator" "$BIN/keda"; mv "$work/bin/adapter" "$BIN/keda-adapter"
+  cp -r "$GOMODCACHE/$mod@v$KEDA_VERSION/config/crd/bases" "$BIN/keda-crds"; chmod -R u+w "$BIN/keda-crds"
+  echo "$KEDA_VERSION" > "$BIN/.keda.stamp"
 }
 
 build_kind() { go_install kind "$KIND_VERSION" sigs.k8s.io/kind; }

@@ -106,6 +106,7 @@ class DevCluster:
     workdir: Path
     ports: dict[str, int] = field(default_factory=dict)
     pids: dict[str, int] = field(default_factory=dict)
+    kcm_flags: tuple[str, ...] = ()  # extra kube-controller-manager flags (e.g. a shorter HPA sync period)
 
     @property
     def kubeconfig(self) -> Path:
@@ -224,8 +225,20 @@ class DevCluster:
     def _write_credentials(self) -> None:
         pki = self.workdir / "pki"
         pki.mkdir()
-        subprocess.run(["openssl", "genrsa", "-out", str(pki / "sa.key"), "2048"], check=True, capture_output=True)
+
+        def openssl(*args: str) -> None:
+            subprocess.run(["openssl", *args], check=True, capture_output=True, cwd=pki)
+
+        openssl("genrsa", "-out", "sa.key", "2048")
         (pki / "tokens.csv").write_text(f'{TOKEN},admin,admin-uid,"system:masters"\n')
+        # the aggregation layer's front proxy (an APIService such as KEDA's external metrics): a CA and the
+        # client certificate the API server presents to extension API servers
+        openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "30", "-subj", "/CN=front-proxy-ca",
+                "-keyout", "front-proxy-ca.key", "-out", "front-proxy-ca.crt")  # fmt: skip
+        openssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=front-proxy-client", "-keyout",
+                "front-proxy-client.key", "-out", "front-proxy-client.csr")  # fmt: skip
+        openssl("x509", "-req", "-in", "front-proxy-client.csr", "-CA", "front-proxy-ca.crt", "-CAkey",
+                "front-proxy-ca.key", "-CAcreateserial", "-days", "30", "-out", "front-proxy-client.crt")  # fmt: skip
 
     def _etcd_args(self) -> list[str]:
         client = f"http://127.0.0.1:{self.ports['etcd']}"
@@ -260,6 +273,14 @@ class DevCluster:
             "--enable-priority-and-fairness=false",
             "--max-requests-inflight=0",
             "--max-mutating-requests-inflight=0",
+            f"--requestheader-client-ca-file={pki / 'front-proxy-ca.crt'}",
+            "--requestheader-allowed-names=front-proxy-client",
+            "--requestheader-username-headers=X-Remote-User",
+            "--requestheader-group-headers=X-Remote-Group",
+            "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+            f"--proxy-client-cert-file={pki / 'front-proxy-client.crt'}",
+            f"--proxy-client-key-file={pki / 'front-proxy-client.key'}",
+            "--enable-aggregator-routing=true",  # no kube-proxy here: the aggregator dials endpoints directly
         ]
 
     def _component_args(self, port: str) -> list[str]:
@@ -281,6 +302,7 @@ class DevCluster:
             "--controllers=*,-nodeipam,-cloud-node-lifecycle,-service-lb-controller,-route",
             "--node-monitor-grace-period=60s",
             "--concurrent-gc-syncs=5",
+            *self.kcm_flags,
         ]
 
     def _scheduler_args(self) -> list[str]:
