@@ -298,7 +298,15 @@ def plan_harvest(
     delete = {d.key: _lost(d, by_name) for d in demands}
     gone = {(d.key[0], name) for d in demands for name, _ in delete[d.key]}
     bound = [p for p in bound_pods if (p.namespace, p.name) not in gone or not p.harvest]
-    rooms = {d.key: node_rooms(nodes, d.utilization, bound, d.placement, now, departed) for d in demands}
+    # jobs with the same placement and the same utilization readings see the same rooms: computed once
+    # (node_rooms walks every node and pod; per job, it was most of a pass at 200 jobs)
+    seen: dict[tuple[str, tuple[tuple[str, float], ...] | None], dict[str, NodeRoom]] = {}
+    rooms = {}
+    for d in demands:
+        same = (d.placement.model_dump_json(), None if d.utilization is None else tuple(sorted(d.utilization.items())))
+        if same not in seen:
+            seen[same] = node_rooms(nodes, d.utilization, bound, d.placement, now, departed)
+        rooms[d.key] = seen[same]
     alive = [p for p in bound if p.harvest and p.on and not _leaving(p) and not p.terminal]
     evict = _evictions(demands, rooms, alive)
     out_now = {(key[0], name) for key, pods in evict.items() for name, _ in pods}
