@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 
 from rlop.api import reasons as R
 from rlop.api.models import FINISHED, Phase, PoolStatus, RLJob, RLJobStatus
@@ -30,6 +30,7 @@ from rlop.plan.status import (
     ConditionUpdate,
     Event,
     find,
+    rfc3339,
     set_condition,
 )
 from rlop.plan.trainer import plan_trainer, released
@@ -176,6 +177,7 @@ def plan_job(
     delete_pods = [(pod, "gang restart") for pod in gang.restart]
 
     evict: list[tuple[str, str]] = []
+    since = rfc3339(now)
     marks: dict[str, dict[str, str]] = {pod: {CHECKPOINT_NOW_ANNOTATION: mark} for pod, mark in life.marks.items()}
     if harvest is not None:
         events += [Event("Warning", R.SANDBOX_EVICTED, f"evicted {pod}: {why}", needs=((EVICT, pod),))
@@ -192,14 +194,12 @@ def plan_job(
         grace = job.spec.pools.sandbox.placement.drain_seconds if job.spec.pools.sandbox else 0
         events += [Event("Normal", R.SANDBOX_DRAINING, f"draining {pod} for {grace}s, then evicting it: {why}",
                          needs=((MARK, pod),)) for pod, why in harvest.drain]  # fmt: skip
-        since = now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         marks |= {pod: {DRAIN_ANNOTATION: since, DRAIN_REASON_ANNOTATION: why} for pod, why in harvest.drain}
         delete_pods += harvest.delete
         evict = harvest.evict
     elif not harvests(job):  # sandbox pods rlop placed, but the spec no longer asks for harvesting
         delete_pods += [(p.name, "harvesting turned off") for p in obs.pods if p.harvest and not p.deleting]
 
-    since = now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     for pool, sp in served.items():
         events += _serving_events(job, pool, sp)
         marks |= {pod: {DRAIN_ANNOTATION: since, DRAIN_REASON_ANNOTATION: f"{pool} scale-down"} for pod in sp.drain}

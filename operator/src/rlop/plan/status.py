@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 
 from rlop.api.models import Condition, ConditionStatus
 
@@ -52,6 +52,11 @@ def set_condition(
         observed_generation=generation,
     )
     return [*conditions, new] if old is None else [new if c.type == update.type else c for c in conditions]
+
+
+def rfc3339(t: datetime) -> str:
+    """`t` as Kubernetes writes times (UTC, whole seconds): such strings sort as the times do."""
+    return t.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def find(conditions: Sequence[Condition], type_: str) -> Condition | None:

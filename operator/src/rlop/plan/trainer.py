@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 from rlop.api import reasons as R
 from rlop.api.models import FINISHED, Phase, RankFailure, RLJob, TrainerStatus
 from rlop.plan.observed import ChildInfo, NodeInfo, PodInfo
-from rlop.plan.status import MARK, ConditionUpdate, Event
+from rlop.plan.status import MARK, ConditionUpdate, Event, rfc3339
 
 
 @dataclass(frozen=True)
@@ -43,7 +43,7 @@ def rank_failure(
     """The first failure among the running gang's pods (released at `started`), rank order."""
     by_rank = sorted(gang, key=lambda p: (p.index is None, p.index or 0, p.name))
     ready_nodes = {n.name: n.ready for n in nodes}
-    since = started.strftime("%Y-%m-%dT%H:%M:%SZ")
+    since = rfc3339(started)
     for pod in by_rank:
         rank = pod.index
         if pod.deleting or pod.created > since:
@@ -150,7 +150,7 @@ def _checkpoint_now(
         return {}, []
     cordoned = _cordoned(gang, nodes)
     where = ", ".join(cordoned)
-    mark = f"{now.strftime('%Y-%m-%dT%H:%M:%SZ')} node {where} cordoned" if cordoned else ""
+    mark = f"{rfc3339(now)} node {where} cordoned" if cordoned else ""
     marks = {p.name: mark for p in gang if not p.deleting and bool(p.checkpoint_now) != bool(mark)}
     if not (mark and marks):
         return marks, []
