@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
+from rlop.api.pools import POOL_NAMES as POOLS
 from rlop.dev import REPO
 from rlop.dev.kind import NAMESPACE, SHARED_HOST_PLACEMENT, KindCluster, busy_pod
 from tests.conftest import Kubectl, wait_for
@@ -21,7 +22,6 @@ from tests.conftest import Kubectl, wait_for
 pytestmark = pytest.mark.kind
 NS = "e2e"
 JOB = "grpo-math"
-POOLS = ("trainer", "rollout", "reward", "sandbox", "controller")
 EXAMPLE = REPO / "examples" / "rljob.yaml"
 
 

@@ -101,7 +101,7 @@ def test_every_sandbox_pod_rlop_renders_passes_restricted(restricted: Kubectl, c
         restricted.apply(hostile_job(case, strategy))  # accepted: nothing here is refused at admission
         job = RLJob.model_validate(restricted.get("rljob", "hostile"))
         pods = {
-            "harvested": sandbox_pod(job, "hostile-sandbox-x", "node-0"),
+            "harvested": sandbox_pod(job, job.spec.pools.sandbox, "hostile-sandbox-x", "node-0"),
             "deployed": as_pod(
                 copy.deepcopy(pool_deployment(job, "sandbox", job.spec.pools.sandbox, 1))["spec"]["template"],
                 "hostile-sandbox-y",

@@ -79,7 +79,7 @@ def test_harvested_sandbox_pods_are_pinned_hardened_and_low_priority() -> None:
     j = job(sandbox={"replicas": 1, "template": sandbox})
     objs = _by_kind(render(j, {"trainer": 2, "rollout": 1, "sandbox": 1}))
     assert ("Deployment", "j-sandbox") not in objs  # rlop places these pods itself
-    pod = sandbox_pod(j, "j-sandbox-0", "cpu-3")
+    pod = sandbox_pod(j, j.spec.pools.sandbox, "j-sandbox-0", "cpu-3")
     spec = pod["spec"]
     term = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0]
     assert term == {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": ["cpu-3"]}]}
@@ -103,7 +103,7 @@ def test_harvested_sandbox_pods_see_their_drain_mark_whatever_the_template_says(
                "volumeMounts": [{"name": "rlop-drain", "mountPath": "/data"}]}  # fmt: skip
     plain = {**container(requests={"cpu": 1, "memory": "1Gi"}), "name": "side"}
     tpl = {"spec": {"containers": [hostile, plain], "volumes": [{"name": "rlop-drain", "emptyDir": {}}]}}
-    spec = sandbox_pod(job(sandbox={"replicas": 1, "template": tpl}), "j-sandbox-0", "cpu-3")["spec"]
+    spec = sandbox_pod(*_sandbox(job(sandbox={"replicas": 1, "template": tpl})), "j-sandbox-0", "cpu-3")["spec"]
     drain = [v for v in spec["volumes"] if v["name"] == "rlop-drain"]
     field = "metadata.annotations['rlop.dev/drain']"
     assert drain == [
@@ -122,7 +122,8 @@ def test_a_container_that_mounts_its_own_volume_at_the_drain_dir_keeps_it_and_is
         "volumeMounts": [{"name": "cfg", "mountPath": "/etc/rlop"}],
     }
     tpl = {"spec": {"containers": [own], "volumes": [{"name": "cfg", "emptyDir": {}}]}}
-    c = sandbox_pod(job(sandbox={"replicas": 1, "template": tpl}), "j-sandbox-0", "cpu-3")["spec"]["containers"][0]
+    pod = sandbox_pod(*_sandbox(job(sandbox={"replicas": 1, "template": tpl})), "j-sandbox-0", "cpu-3")
+    c = pod["spec"]["containers"][0]
     assert [m["name"] for m in c["volumeMounts"] if m["mountPath"] == "/etc/rlop"] == ["cfg"]
     assert not [e for e in c.get("env", []) if e["name"] == "RLOP_DRAIN_FILE"]
 
@@ -152,3 +153,7 @@ def test_every_sandbox_container_is_hardened_init_containers_too() -> None:
         assert {"name": "tmp", "mountPath": "/tmp"} in c["volumeMounts"]
     main = pod["containers"][0]
     assert "host" not in main["livenessProbe"]["httpGet"] and "host" not in main["lifecycle"]["preStop"]["tcpSocket"]
+
+
+def _sandbox(j):  # type: ignore[no-untyped-def]
+    return j, j.spec.pools.sandbox

@@ -39,6 +39,12 @@ def workload() -> ModuleType:
     return module
 
 
+def test_the_workload_has_a_role_for_every_pool_kind() -> None:
+    from rlop.api.pools import POOL_NAMES
+
+    assert sorted(workload().ROLES) == sorted(POOL_NAMES)
+
+
 def test_snippets_run_and_their_output_is_checked() -> None:
     w = workload()
     assert w.run_snippet("print(2 + 3)") == (True, "5")

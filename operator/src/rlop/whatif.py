@@ -26,13 +26,13 @@ from pydantic import ValidationError
 from rlop.api import reasons as R
 from rlop.api.models import PoolStatus, RLJob, RLJobStatus
 from rlop.api.names import DRAIN_REASON_ANNOTATION
-from rlop.api.pools import autoscaled
+from rlop.api.pools import HARVESTED, autoscaled, harvested
 from rlop.plan.harvest import node_rooms
 from rlop.plan.job import JobObservation, JobPlan, base_replicas, plan_pass
 from rlop.plan.observed import NodeInfo, PodInfo, node_info, pod_info
 from rlop.plan.quantity import parse_quantity
 from rlop.plan.readings import Answer, QueryKey, Unavailable, read
-from rlop.plan.render import harvests, sandbox_pod
+from rlop.plan.render import sandbox_pod
 
 NODE_KEYS = {"name", "cpu", "memory", "labels", "taints", "ready", "unschedulable", "utilization", "requests",
              "sandboxPods"}  # fmt: skip
@@ -153,10 +153,14 @@ def _cluster(job: RLJob, nodes: Sequence[Mapping[str, Any]]) -> tuple[list[NodeI
                 raise PlanInputError(f"--nodes[{info.name}].requests: {exc}") from None
             pods.append(PodInfo(name=f"others-on-{info.name}", node=info.name, requests=requests, phase="Running"))
         given = raw.get("sandboxPods") or 0
+        if not given:
+            continue
+        if (sandbox := harvested(job)) is None:
+            raise PlanInputError(f"--nodes[{info.name}].sandboxPods: this RLJob's sandbox pool does not harvest")
         names = (
             given if isinstance(given, list) else [f"{job.metadata.name}-sandbox-{info.name}-{i}" for i in range(given)]
         )
-        pods += [_running(sandbox_pod(job, name, info.name)) for name in names]
+        pods += [_running(sandbox_pod(job, sandbox, name, info.name)) for name in names]
     return infos, pods, utilization
 
 
@@ -183,8 +187,8 @@ def what_if(
     node_infos, bound, utilization = _cluster(job, nodes or [])
     sandbox = [p for p in bound if p.harvest]
     answers = _answers(job, metrics)
-    if nodes is not None and harvests(job):
-        answers[("sandbox", "utilization")] = [({"node": n}, u) for n, u in utilization.items()]
+    if nodes is not None and harvested(job):
+        answers[(HARVESTED, "utilization")] = [({"node": n}, u) for n, u in utilization.items()]
     readings = read(job, answers)
     obs = JobObservation(job=job, pods=observed + sandbox, nodes=node_infos, bound_pods=bound,
                          utilization=readings.utilization)  # fmt: skip
@@ -219,7 +223,7 @@ def _pods(job: RLJob, base: Mapping[str, int], given: Mapping[str, Mapping[str, 
             raise PlanInputError(f"--pods.{pool}: want {{'existing': n, 'ready': m}}, got {dict(counts)}")
     out = []
     for pool, n in base.items():
-        if pool == "sandbox" and nodes and harvests(job):
+        if pool == HARVESTED and nodes and harvested(job):
             continue  # the nodes' sandboxPods are the pool's pods
         existing = given.get(pool, {}).get("existing", n)
         ready = min(existing, given.get(pool, {}).get("ready", existing))
@@ -245,8 +249,7 @@ def _placement(
     out["evictions"] = [{"pod": p, "reason": why} for p, why in plan.evict]
     out["draining"] = [{"pod": p, "reason": mark[DRAIN_REASON_ANNOTATION]} for p, mark in drains.items()]
     out["deletions"] = [{"pod": p, "reason": why} for p, why in plan.delete_pods]
-    sandbox_spec = job.spec.pools.sandbox
-    if sandbox_spec is not None and harvests(job):
+    if (sandbox_spec := harvested(job)) is not None:
         rooms = node_rooms(nodes, utilization, bound, sandbox_spec.placement, now)
         out["rooms"] = {
             name: {"harvestCores": round(r.harvest, 3), "placeCores": round(r.place, 3),

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Literal
 
-from rlop.api.models import Autoscale, ControllerPool, Pool, RLJob, ServingPool, TrainerPool
+from rlop.api.models import Autoscale, ControllerPool, Pool, RLJob, SandboxPool, ServingPool, TrainerPool
 
 AnyPool = TrainerPool | Pool | ControllerPool
 
@@ -32,6 +32,7 @@ KINDS = (
     PoolKind("controller", "Deployment", column=False, single=True),
 )
 POOL_NAMES = tuple(k.name for k in KINDS)
+HARVESTED = next(k.name for k in KINDS if k.may_harvest)  # the one kind whose spec is a SandboxPool
 
 
 def pools(job: RLJob) -> Iterator[tuple[PoolKind, AnyPool]]:
@@ -54,6 +55,12 @@ def serving(job: RLJob) -> Iterator[tuple[str, ServingPool]]:
     for kind, spec in pools(job):
         if kind.serving and isinstance(spec, ServingPool):
             yield kind.name, spec
+
+
+def harvested(job: RLJob) -> SandboxPool | None:
+    """The sandbox pool, if rlop places its pods itself (on idle CPU)."""
+    sandbox = job.spec.pools.sandbox
+    return sandbox if sandbox is not None and sandbox.placement.strategy == "harvest-idle-cpu" else None
 
 
 def fixed_replicas(kind: PoolKind, spec: AnyPool) -> int | None:

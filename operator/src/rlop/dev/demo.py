@@ -26,7 +26,7 @@ from typing import Any, Protocol
 import yaml
 
 from rlop.api.names import DEMO_LABEL, HARVEST_LABEL, POOL_LABEL
-from rlop.api.pools import POOL_NAMES
+from rlop.api.pools import KINDS, POOL_NAMES
 from rlop.dev import REPO
 from rlop.dev.cluster import DevCluster, default_nodes, free_port
 from rlop.dev.stack import Stack
@@ -139,7 +139,7 @@ def run(workdir: Path, duration: float, job_file: Path) -> int:
     workdir.mkdir(parents=True, exist_ok=True)
     print(f"No Docker/kind here: a local control plane with simulated nodes in {workdir} ...", flush=True)
     job = demo_job(job_file, {"utilizationQuery": UTILIZATION_QUERY})
-    for pool in ("rollout", "reward"):  # simulated nodes run no servers rlop could ask for their weights
+    for pool in (k.name for k in KINDS if k.serving):  # simulated nodes run no servers to ask for weights
         for field in ("weights", "router"):
             (job["spec"]["pools"].get(pool) or {}).pop(field, None)
     name, ns = job["metadata"]["name"], job["metadata"].get("namespace", "default")

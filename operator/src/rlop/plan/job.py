@@ -9,14 +9,14 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from rlop.api import reasons as R
-from rlop.api.models import FINISHED, Phase, PoolStatus, RLJob, RLJobStatus
+from rlop.api.models import FINISHED, Phase, PoolStatus, RLJob, RLJobStatus, SandboxPool
 from rlop.api.names import CHECKPOINT_NOW_ANNOTATION, DRAIN_ANNOTATION, DRAIN_REASON_ANNOTATION, HASH_ANNOTATION
-from rlop.api.pools import autoscaled, fixed_replicas, pools, serving
+from rlop.api.pools import HARVESTED, autoscaled, fixed_replicas, harvested, pools, serving
 from rlop.plan.gang import GangDecision, plan_gang
 from rlop.plan.harvest import Departed, HarvestPlan, JobKey, SandboxDemand, plan_harvest
 from rlop.plan.observed import ChildInfo, NodeInfo, PodInfo, owned_by, pod_requests
 from rlop.plan.readings import JobReadings
-from rlop.plan.render import Manifest, child_name, harvests, render, sandbox_pod, sandbox_template
+from rlop.plan.render import Manifest, child_name, render, sandbox_pod, sandbox_template
 from rlop.plan.scaling import Scaling, plan_scaling
 from rlop.plan.serving import ServingObservation, ServingPlan, combine, plan_serving
 from rlop.plan.status import (
@@ -179,10 +179,11 @@ def plan_job(
     evict: list[tuple[str, str]] = []
     since = rfc3339(now)
     marks: dict[str, dict[str, str]] = {pod: {CHECKPOINT_NOW_ANNOTATION: mark} for pod, mark in life.marks.items()}
-    if harvest is not None:
+    sandbox = harvested(job)
+    if harvest is not None and sandbox is not None:
         events += [Event("Warning", R.SANDBOX_EVICTED, f"evicted {pod}: {why}", needs=((EVICT, pod),))
                    for pod, why in harvest.evict]  # fmt: skip
-        writes += [sandbox_pod(job, pod, node) for pod, node in harvest.create]
+        writes += [sandbox_pod(job, sandbox, pod, node) for pod, node in harvest.create]
         if harvest.create:
             spots = Counter(node for _, node in harvest.create)
             where = ", ".join(f"{node} x{count}" for node, count in sorted(spots.items()))
@@ -191,13 +192,13 @@ def plan_job(
             events.append(Event("Normal", R.SANDBOX_PLACED, message, needs=needs))
         events += [Event("Normal", R.SANDBOX_DELETED, f"deleted {pod}: {why}", needs=((DELETE_POD, pod),))
                    for pod, why in harvest.delete]  # fmt: skip
-        grace = job.spec.pools.sandbox.placement.drain_seconds if job.spec.pools.sandbox else 0
+        grace = sandbox.placement.drain_seconds
         events += [Event("Normal", R.SANDBOX_DRAINING, f"draining {pod} for {grace}s, then evicting it: {why}",
                          needs=((MARK, pod),)) for pod, why in harvest.drain]  # fmt: skip
         marks |= {pod: {DRAIN_ANNOTATION: since, DRAIN_REASON_ANNOTATION: why} for pod, why in harvest.drain}
         delete_pods += harvest.delete
         evict = harvest.evict
-    elif not harvests(job):  # sandbox pods rlop placed, but the spec no longer asks for harvesting
+    elif sandbox is None:  # sandbox pods rlop placed, but the spec no longer asks for harvesting
         delete_pods += [(p.name, "harvesting turned off") for p in obs.pods if p.harvest and not p.deleting]
 
     for pool, sp in served.items():
@@ -308,12 +309,12 @@ def plan_pass(
     return plans, failed
 
 
-def sandbox_pod_info(job: RLJob) -> PodInfo:
+def sandbox_pod_info(job: RLJob, sandbox: SandboxPool) -> PodInfo:
     """A sandbox pod as the planners see it: its requests and scheduling constraints."""
-    spec = sandbox_template(job)["spec"]
+    spec = sandbox_template(job, sandbox)["spec"]
     return PodInfo(
         name="template",
-        pool="sandbox",
+        pool=HARVESTED,
         requests=pod_requests(spec),
         node_selector=spec.get("nodeSelector") or {},
         tolerations=tuple(spec.get("tolerations") or ()),
@@ -323,13 +324,13 @@ def sandbox_pod_info(job: RLJob) -> PodInfo:
 def sandbox_demand(key: JobKey, obs: JobObservation, scaling: Scaling) -> SandboxDemand | None:
     """A harvesting sandbox pool's demand in this pass (None: the job harvests nothing)."""
     job = obs.job
-    sandbox = job.spec.pools.sandbox
-    if sandbox is None or not harvests(job):
+    sandbox = harvested(job)
+    if sandbox is None:
         return None
-    wanted = scaling.replicas["sandbox"]
+    wanted = scaling.replicas[HARVESTED]
     floor = sandbox.autoscale.min_replicas if sandbox.autoscale is not None else wanted
-    own = [p for p in obs.pods if p.pool == "sandbox" and p.harvest]
-    return SandboxDemand(key, wanted, min(floor, wanted), sandbox_pod_info(job), sandbox.placement,
+    own = [p for p in obs.pods if p.pool == HARVESTED and p.harvest]
+    return SandboxDemand(key, wanted, min(floor, wanted), sandbox_pod_info(job, sandbox), sandbox.placement,
                          obs.utilization, own)  # fmt: skip
 
 

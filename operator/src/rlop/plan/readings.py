@@ -10,9 +10,8 @@ from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
 from rlop.api.models import RLJob
-from rlop.api.pools import autoscaled, serving
+from rlop.api.pools import HARVESTED, autoscaled, harvested, serving
 from rlop.plan.autoscale import Reading
-from rlop.plan.render import harvests
 
 Sample = tuple[Mapping[str, str], float]  # (labels, value): one series of an instant vector
 QueryKey = tuple[str, int | Literal["cost", "utilization", "version"]]  # (pool, metric index | what else)
@@ -64,9 +63,8 @@ def queries(job: RLJob) -> list[Query]:
     for pool, spec in serving(job):
         if spec.weights is not None:
             out.append(Query((pool, "version"), spec.weights.version_query, pool))
-    sandbox = job.spec.pools.sandbox
-    if sandbox is not None and harvests(job):
-        out.append(Query(("sandbox", "utilization"), sandbox.placement.utilization_query, "sandbox"))
+    if (sandbox := harvested(job)) is not None:
+        out.append(Query((HARVESTED, "utilization"), sandbox.placement.utilization_query, HARVESTED))
     return out
 
 
@@ -83,7 +81,7 @@ def read(job: RLJob, answers: Mapping[QueryKey, Answer]) -> JobReadings:
             busy[pool] = per_pod(cost)
     versions = {pool: reading(answer) for pool, _ in serving(job) if (answer := answers.get((pool, "version")))
                 is not None}  # fmt: skip
-    util = answers.get(("sandbox", "utilization"))
+    util = answers.get((HARVESTED, "utilization"))
     if util is None:
         return JobReadings(metrics, busy, versions=versions)
     if not isinstance(util, Sequence):

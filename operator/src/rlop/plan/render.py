@@ -13,7 +13,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from rlop.api.models import API_VERSION, KIND, RLJob, ServingPool, Weights
+from rlop.api.models import API_VERSION, KIND, RLJob, SandboxPool, ServingPool, Weights
 from rlop.api.names import (
     CHECKPOINT_NOW_ANNOTATION,
     CHECKPOINT_NOW_ENV,
@@ -36,7 +36,7 @@ from rlop.api.names import (
     WEIGHTS_GATE,
     WEIGHTS_VOLUME,
 )
-from rlop.api.pools import AnyPool, serving
+from rlop.api.pools import HARVESTED, AnyPool, harvested, serving
 from rlop.api.pools import pools as all_pools
 
 Manifest = dict[str, Any]
@@ -269,17 +269,15 @@ def harden(tpl: Manifest, priority_class: str | None = None) -> Manifest:
     return tpl
 
 
-def sandbox_template(job: RLJob) -> Manifest:
-    sandbox = job.spec.pools.sandbox
-    assert sandbox is not None
-    return harden(_pod_template(job, "sandbox", sandbox.template), sandbox.placement.priority_class_name
+def sandbox_template(job: RLJob, sandbox: SandboxPool) -> Manifest:
+    return harden(_pod_template(job, HARVESTED, sandbox.template), sandbox.placement.priority_class_name
                   if sandbox.placement.strategy == "harvest-idle-cpu" else None)  # fmt: skip
 
 
-def sandbox_pod(job: RLJob, name: str, node: str) -> Manifest:
+def sandbox_pod(job: RLJob, sandbox: SandboxPool, name: str, node: str) -> Manifest:
     """A harvested sandbox pod, pinned to `node` by a required hostname affinity (the scheduler still
     checks the fit, and preempts it for any normal-priority pod)."""
-    tpl = sandbox_template(job)
+    tpl = sandbox_template(job, sandbox)
     meta = _metadata(job, "sandbox")
     meta["name"] = name
     meta["labels"] = {**tpl.get("metadata", {}).get("labels", {}), HARVEST_LABEL: "true"}
@@ -310,7 +308,7 @@ def _mark_file(spec: Manifest, volume: str, file: str, annotation: str, env: str
 
 
 def pool_deployment(job: RLJob, pool: str, spec: AnyPool, replicas: int) -> Manifest:
-    template = sandbox_template(job) if pool == "sandbox" else _pod_template(job, pool, spec.template)
+    template = sandbox_template(job, spec) if isinstance(spec, SandboxPool) else _pod_template(job, pool, spec.template)
     return _stamped(
         {
             "apiVersion": "apps/v1",
@@ -388,19 +386,13 @@ def sandbox_egress_policy(job: RLJob) -> Manifest:
     return _stamped({"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy", "metadata": meta, "spec": spec})
 
 
-def harvests(job: RLJob) -> bool:
-    """Does rlop place this job's sandbox pods itself (on idle CPU)?"""
-    sandbox = job.spec.pools.sandbox
-    return sandbox is not None and sandbox.placement.strategy == "harvest-idle-cpu"
-
-
 def render(job: RLJob, replicas: Mapping[str, int], restarts: int = 0) -> list[Manifest]:
     """All children of `job`, given the replica count chosen for each pool and the gang restarts so far."""
     out = []
     for kind, spec in all_pools(job):
         if kind.workload == "StatefulSet":
             out.append(trainer_statefulset(job, replicas[kind.name], restarts))
-        elif not (kind.may_harvest and harvests(job)):  # harvested pods are placed one by one, not here
+        elif not (kind.may_harvest and harvested(job)):  # harvested pods are placed one by one, not here
             out.append(pool_deployment(job, kind.name, spec, replicas[kind.name]))
         out.append(pool_service(job, kind.name, spec.port, headless=kind.headless))
         if isinstance(spec, ServingPool) and spec.per_replica:
