@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
+from rlop.api.models import HARVEST_PRIORITY_CLASS
 from rlop.dev.cluster import DevCluster, binary
 from rlop.dev.operator_process import OperatorProcess
 from rlop.dev.prometheus import DevPrometheus, Exporter
@@ -78,6 +79,12 @@ def test_rbac_has_no_wildcards() -> None:
         for doc in render(*variant):
             for rule in doc.get("rules", []):
                 assert "*" not in rule.get("verbs", []) and "*" not in rule.get("resources", []), rule
+
+
+def test_the_charts_priority_class_is_the_one_rlop_renders_for() -> None:
+    (chart,) = [d for d in render() if d["kind"] == "PriorityClass"]
+    chart["metadata"].pop("labels")
+    assert chart == HARVEST_PRIORITY_CLASS
 
 
 RBAC_KINDS = ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from rlop.api.names import HARVEST_PRIORITY_CLASS_NAME
 from rlop.dev.cluster import DevCluster, NodeSpec
 from rlop.dev.prometheus import DevPrometheus
 from tests.conftest import Exporter, Kubectl, Operator, wait_for
@@ -84,7 +85,7 @@ def test_sandbox_pods_land_only_on_idle_nodes_hardened(
     assert len(placed) <= 2  # packed, not spread
     pod = k.items("pods", "rlop.dev/pool=sandbox")[0]
     spec = pod["spec"]
-    assert spec["priorityClassName"] == "rlop-harvest" and spec["priority"] == -10
+    assert spec["priorityClassName"] == HARVEST_PRIORITY_CLASS_NAME and spec["priority"] == -10
     assert spec["automountServiceAccountToken"] is False
     assert not any(v.get("projected") for v in spec.get("volumes", []))  # no service-account token
     assert spec["containers"][0]["securityContext"]["allowPrivilegeEscalation"] is False

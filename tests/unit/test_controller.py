@@ -258,6 +258,20 @@ def test_expectations_of_a_pod_create(ok: bool) -> None:
     assert [p.name for p in expect.pods([], job=KEY)] == (["p"] if ok else [])
 
 
+def test_a_weight_load_is_remembered_until_it_ends_and_forgotten_with_the_lease() -> None:
+    expect = Expectations(clock=Clock())
+    expect.load("ns", "r-0", 3)
+    expect.load("other", "r-0", 5)
+    assert expect.loading("ns") == {"r-0": 3}
+    expect.load("ns", "r-0", 4)  # told a newer version: the end of the older load changes nothing
+    expect.loaded("ns", "r-0", 3)
+    assert expect.loading("ns") == {"r-0": 4}
+    expect.loaded("ns", "r-0", 4)
+    assert expect.loading("ns") == {}
+    expect.clear()
+    assert expect.loading("other") == {}
+
+
 def test_the_operator_and_rlop_plan_decide_alike_from_the_same_observations() -> None:
     doc = yaml.safe_load((REPO / "examples" / "rljob.yaml").read_text())
     doc["metadata"] = {**doc["metadata"], "namespace": "ns", "uid": "uid-1", "generation": 1}

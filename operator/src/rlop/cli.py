@@ -147,7 +147,7 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--prometheus-url", default=defaults.prometheus_url)
     run.add_argument("--prometheus-timeout", type=float, default=defaults.prometheus_timeout)
     run.add_argument("--metrics-port", type=int, default=defaults.metrics_port, help="0 turns /metrics off")
-    run.add_argument("--liveness", default="http://0.0.0.0:8080/healthz", help="'' turns the probe off")
+    run.add_argument("--liveness", default=defaults.liveness, help="'' turns the probe off")
     run.add_argument("--concurrency", type=int, default=defaults.concurrency, help="jobs written at once")
     run.add_argument("--leader-election", action="store_true",
                      help="act only while holding the rlop-leader Lease (for several replicas)")  # fmt: skip

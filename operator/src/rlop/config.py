@@ -12,6 +12,7 @@ class Config:
     prometheus_timeout: float = 3.0
     metrics_port: int = 9090  # the operator's own /metrics; 0 turns it off
     kubeconfig: str | None = None
+    liveness: str = "http://0.0.0.0:8080/healthz"  # the /healthz probe's address; "" turns it off
     concurrency: int = 16  # jobs whose writes run at the same time within a pass
     leader_election: bool = False  # several replicas: only the Lease holder acts
     lease_namespace: str = "default"

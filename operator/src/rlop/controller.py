@@ -10,7 +10,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Hashable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Protocol, cast
@@ -82,6 +82,21 @@ class Prometheus(Protocol):
     async def close(self) -> None: ...
 
 
+# one write, by (kind, name) and the metric label it counts under: True if done (a 404 is done too)
+Attempt = Callable[[tuple[str, str], str, Awaitable[Any]], Awaitable[bool]]
+
+
+@dataclass(frozen=True)
+class Observed:
+    """One job as this pass sees it: its object, the model, the observation and the readings (None between
+    full passes)."""
+
+    body: Mapping[str, Any]
+    job: RLJob
+    obs: JobObservation
+    got: JobReadings | None
+
+
 @dataclass(frozen=True)
 class Planned:
     plan: JobPlan
@@ -105,7 +120,6 @@ class Controller:
         self.kube = kube
         self.prom = prom
         self.engine = engine or EngineClient()  # the serving pools' servers and routers
-        self.loading: dict[tuple[str, str], int] = {}  # (namespace, pod) -> version it is loading, told by rlop
         self.tasks: set[asyncio.Task[None]] = set()
         self.cfg = cfg
         self.lease = lease
@@ -179,7 +193,7 @@ class Controller:
             current = [p for p in view.pods if p.harvest]
             self.departed, self.harvested = departures(self.harvested, current, self.departed, now), current
         work = []
-        inputs: dict[JobKey, tuple[Mapping[str, Any], RLJob, JobObservation, JobReadings | None]] = {}
+        inputs: dict[JobKey, Observed] = {}
         for key, loaded in jobs.items():
             if loaded is None:
                 continue
@@ -193,25 +207,25 @@ class Controller:
                 work.append(self.planning_failed(key, body, exc, now))
                 continue
             shown = got or JobReadings()
-            inputs[key] = (body, job, self.observe(key, job, view, shown.utilization, shown.utilization_error), got)
+            obs = self.observe(key, job, view, shown.utilization, shown.utilization_error)
+            inputs[key] = Observed(body, job, obs, got)
         if full:  # what the serving pools' servers and routers say
-            looks = await asyncio.gather(*(self.look(job, obs, got) for _, job, obs, got in inputs.values()))
+            looks = await asyncio.gather(*(self.look(o.job, o.obs, o.got) for o in inputs.values()))
             for key, seen in zip(list(inputs), looks, strict=True):
-                body, job, obs, got = inputs[key]
-                inputs[key] = (body, job, replace(obs, serving=seen), got)
+                inputs[key] = replace(inputs[key], obs=replace(inputs[key].obs, serving=seen))
         started = time.perf_counter()
-        plans, failed = plan_pass([(obs, got) for _, _, obs, got in inputs.values()], now, self.last_full)
+        plans, failed = plan_pass([(o.obs, o.got) for o in inputs.values()], now, self.last_full)
         seconds = (time.perf_counter() - started) / max(1, len(inputs))
-        for key, (body, job, obs, got) in inputs.items():
+        for key, o in inputs.items():
             if key in failed:
-                work.append(self.planning_failed(key, body, failed[key], now))
+                work.append(self.planning_failed(key, o.body, failed[key], now))
                 continue
             plan, _ = plans[key]
             for manifest in plan.apply:  # counted from now on, until the watch shows them
                 if manifest["kind"] == "Pod":
                     self.expect.creating(key[0], pod_info(manifest))
-            planned = Planned(plan, obs, got or JobReadings(), seconds)
-            work.append(self.commit(limit, key, body, job, planned, now, full))
+            planned = Planned(plan, o.obs, o.got or JobReadings(), seconds)
+            work.append(self.commit(limit, key, o.body, o.job, planned, now, full))
         if full:
             self.last_full = now
         await asyncio.gather(*work)
@@ -293,7 +307,7 @@ class Controller:
             router = url_of(routers[0], spec.router.port) if spec.router and routers else ""
             workers = await self.engine.workers(router) if router else None
             policy = got.versions.get(pool) if got is not None else None
-            updating = {pod: v for (n, pod), v in self.loading.items() if n == ns}
+            updating = self.expect.loading(ns)
             out[pool] = ServingObservation(probes, workers, router, policy, updating)
         return out
 
@@ -311,8 +325,7 @@ class Controller:
             await self.post(ref, Event("Warning", R.WEIGHTS_UPDATE_FAILED, message))
             await asyncio.sleep(self.cfg.interval * 5)
         finally:
-            if self.loading.get(key) == update.version:
-                del self.loading[key]
+            self.expect.loaded(*key, update.version)
 
     async def planning_failed(self, key: JobKey, body: Mapping[str, Any], exc: Exception, now: datetime) -> None:
         log.error("Planning RLJob %s/%s failed", *key, exc_info=exc)
@@ -332,10 +345,10 @@ class Controller:
             try:
                 refusals, done, corrected = await self.execute(job, plan, planned.obs)
                 if full:  # sandbox pods are placed and evicted in full passes only: refusals hold until the next
-                    self.expect.hold(key, [r for r in refusals if r[0] in ("Pod", EVICT, MARK)])
+                    self.expect.hold(key, [r for r in refusals if r.kind in ("Pod", EVICT, MARK)])
                 else:
                     refusals += self.expect.held(key)
-                errors = [message for _, _, message in refusals]
+                errors = [r.why for r in refusals]
                 status = with_apply_errors(plan.status, errors, now)
                 await self.write_status(job, status)
                 metrics.set_pools(*key, status)
@@ -363,7 +376,8 @@ class Controller:
     ) -> tuple[list[Refusal], set[tuple[str, str]], list[Event]]:
         """Carry out the plan's writes; return what was refused (reported, not raised), what was applied
         and the drift that was corrected."""
-        ns, errors, done, corrected = job.metadata.namespace, [], set(), []
+        ns, done, corrected = job.metadata.namespace, set(), []
+        errors: list[Refusal] = []
         key = (ns, job.metadata.name)
 
         async def attempt(key: tuple[str, str], metric: str, call: Awaitable[Any]) -> bool:
@@ -372,7 +386,7 @@ class Controller:
                 await call
             except (KubeError, EngineError) as exc:
                 if exc.status != 404:
-                    errors.append((*key, f"{key[0]} {key[1]}: {exc.message}"))
+                    errors.append(Refusal(*key, f"{key[0]} {key[1]}: {exc.message}"))
                     return False
             done.add(key)
             metrics.API_WRITES.labels(metric).inc()
@@ -386,13 +400,13 @@ class Controller:
             digest = manifest["metadata"]["annotations"][HASH_ANNOTATION]
             if child in obs.children and self.expect.just_applied(key, child, digest):
                 continue  # just written; the watch has not delivered it yet
-            try:
+            try:  # not attempt(): an apply returns the version it left, and a 404 (no namespace) is a refusal
                 if child not in obs.children and child[0] != "Pod" and (taken := await self.taken(job, *child)):
-                    errors.append((*child, taken))
+                    errors.append(Refusal(*child, taken))
                     continue
                 result = await self.kube.apply(manifest)
             except KubeError as exc:
-                errors.append((*child, f"{child[0]} {child[1]}: {exc.message}"))
+                errors.append(Refusal(*child, f"{child[0]} {child[1]}: {exc.message}"))
                 if child[0] == "Pod":
                     self.expect.created(ns, child[1], ok=False)
                 continue
@@ -424,7 +438,7 @@ class Controller:
         return errors, done, corrected
 
     async def serve(
-        self, job: RLJob, plan: JobPlan, obs: JobObservation, attempt: Any, done: set[tuple[str, str]]
+        self, job: RLJob, plan: JobPlan, obs: JobObservation, attempt: Attempt, done: set[tuple[str, str]]
     ) -> None:
         """The serving pools' part of a plan: readiness gates, then the router, then weight loads."""
         ns, status = job.metadata.namespace, {p.name: p.weights_current for p in obs.pods}
@@ -439,7 +453,7 @@ class Controller:
             for pod, url in sp.register:
                 await attempt((REGISTER, pod), "router", self.engine.register(base, url))
             for update in sp.updates:
-                self.loading[(ns, update.pod)] = update.version
+                self.expect.load(ns, update.pod, update.version)
                 task = asyncio.create_task(self.load_weights(job, update))
                 self.tasks.add(task)
                 task.add_done_callback(self.tasks.discard)

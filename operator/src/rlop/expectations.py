@@ -1,6 +1,7 @@
 """rlop's memory of its own writes until the watches show them (kube-controller-manager's
 ControllerExpectations habit): the status it last wrote, the version each apply left, pods it created,
-removed or marked draining moments ago, and the sandbox writes refused in the last full pass. Memory only
+removed or marked draining moments ago, the weight loads it started and that still run, and the sandbox
+writes refused in the last full pass. Memory only
 corrects what is observed; dropping it all (a restart, a change of leader) costs one re-apply of unchanged
 children."""
 
@@ -9,6 +10,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 from rlop.api.models import RLJobStatus
 from rlop.api.names import CHECKPOINT_NOW_ANNOTATION, DRAIN_ANNOTATION, DRAIN_REASON_ANNOTATION
@@ -18,7 +20,14 @@ from rlop.plan.observed import PodInfo
 
 WATCH_LAG = 10.0  # seconds to trust our own write over a watch that has not caught up
 PodKey = tuple[str, str]  # (namespace, name)
-Refusal = tuple[str, str, str]  # (kind, name, why): a write the API server (or rlop) refused
+
+
+class Refusal(NamedTuple):
+    """A write the API server (or rlop) refused: the child or write kind, its name, and why."""
+
+    kind: str
+    name: str
+    why: str
 
 
 @dataclass(frozen=True)
@@ -40,6 +49,7 @@ class Expectations:
         self._removed: dict[PodKey, tuple[str, float]] = {}  # -> (uid, when)
         self._marked: dict[PodKey, tuple[str, Mapping[str, str], float]] = {}  # -> (uid, annotations, when)
         self._refused: dict[JobKey, list[Refusal]] = {}
+        self._loading: dict[PodKey, int] = {}  # -> the weight version rlop told the replica to load
 
     def forget_job(self, key: JobKey) -> None:
         """The job is gone: its children go with it (owner references)."""
@@ -122,6 +132,21 @@ class Expectations:
             if (ns, name) not in seen and (ns, name) not in self._removed and (job is None or (ns, pod.job) == job):
                 out.append(pod)
         return out
+
+    # ---------------------------------------------------------------- weight loads
+
+    def load(self, namespace: str, pod: str, version: int) -> None:
+        """rlop told a serving replica to load `version` (the load runs in the background)."""
+        self._loading[(namespace, pod)] = version
+
+    def loaded(self, namespace: str, pod: str, version: int) -> None:
+        """That load ended (done or failed): the replica's own answer is what counts now."""
+        if self._loading.get((namespace, pod)) == version:
+            del self._loading[(namespace, pod)]
+
+    def loading(self, namespace: str) -> dict[str, int]:
+        """The namespace's replicas with a load still running: pod -> version."""
+        return {pod: v for (ns, pod), v in self._loading.items() if ns == namespace}
 
     # ---------------------------------------------------------------- refusals
 

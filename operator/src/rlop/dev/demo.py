@@ -25,7 +25,7 @@ from typing import Any, Protocol
 
 import yaml
 
-from rlop.api.names import DEMO_LABEL, HARVEST_LABEL, POOL_LABEL
+from rlop.api.names import DEMO_LABEL, EVENT_SOURCE, HARVEST_LABEL, POOL_LABEL
 from rlop.api.pools import KINDS, POOL_NAMES
 from rlop.dev import REPO
 from rlop.dev.cluster import DevCluster, default_nodes, free_port
@@ -188,7 +188,7 @@ class Cluster(Protocol):
 
 def rlop_events(cluster: Cluster, ns: str) -> list[dict[str, Any]]:
     events = json.loads(cluster.kubectl("-n", ns, "get", "events", "-o", "json").stdout)["items"]
-    return sorted((e for e in events if e.get("source", {}).get("component") == "rlop"),
+    return sorted((e for e in events if e.get("source", {}).get("component") == EVENT_SOURCE),
                   key=lambda e: e.get("lastTimestamp") or "")  # fmt: skip
 
 

@@ -16,7 +16,7 @@ from typing import Any
 from kubernetes.aio import client, config
 from kubernetes.aio.client.exceptions import ApiException
 
-from rlop.api.names import FIELD_MANAGER
+from rlop.api.names import EVENT_SOURCE, FIELD_MANAGER
 from rlop.plan.render import Manifest
 
 # kind -> (API path prefix, plural). Only the kinds rlop touches; RBAC in the chart matches this table.
@@ -164,8 +164,8 @@ class KubeClient:
             "type": type_,
             "reason": reason,
             "message": message[:1024],
-            "source": {"component": "rlop"},
-            "reportingComponent": "rlop",
+            "source": {"component": EVENT_SOURCE},
+            "reportingComponent": EVENT_SOURCE,
             "reportingInstance": os.environ.get("HOSTNAME", "rlop"),
             "firstTimestamp": now,
             "lastTimestamp": now,

@@ -13,6 +13,7 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
+from rlop.api.names import LEASE_NAME
 from rlop.kube.client import KubeClient, KubeError
 
 log = logging.getLogger("rlop")
@@ -30,7 +31,7 @@ def _parse(stamp: str | None) -> float:
 
 class Lease:
     def __init__(
-        self, kube: KubeClient, namespace: str, identity: str, name: str = "rlop-leader", duration: float = 15.0
+        self, kube: KubeClient, namespace: str, identity: str, name: str = LEASE_NAME, duration: float = 15.0
     ) -> None:
         self.kube, self.namespace, self.identity, self.name = kube, namespace, identity, name
         self.duration = duration

@@ -13,7 +13,7 @@ from rlop.api.models import RLJob
 from rlop.api.pools import HARVESTED, autoscaled, harvested, serving
 from rlop.plan.autoscale import Reading
 
-Sample = tuple[Mapping[str, str], float]  # (labels, value): one series of an instant vector
+Sample = tuple[Mapping[str, str], float]  # (labels, value): one series (prom/ has its own: neither imports the other)
 QueryKey = tuple[str, int | Literal["cost", "utilization", "version"]]  # (pool, metric index | what else)
 MetricKey = tuple[str, int]  # (pool, metric index)
 

@@ -13,7 +13,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from rlop.api.models import API_VERSION, KIND, RLJob, SandboxPool, ServingPool, Weights
+from rlop.api.models import API_VERSION, KIND, RLJob, Router, SandboxPool, ServingPool, Weights
 from rlop.api.names import (
     CHECKPOINT_NOW_ANNOTATION,
     CHECKPOINT_NOW_ENV,
@@ -343,11 +343,9 @@ ROUTER_METRICS_PORT = 29000
 _ROUTER_RESOURCES = {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"cpu": "1", "memory": "512Mi"}}
 
 
-def router_deployment(job: RLJob, pool: str, spec: ServingPool) -> Manifest:
-    """sglang-router in front of a serving pool, started with no workers: rlop registers the Ready, current
-    replicas. Hardened like a sandbox pod (it needs no token, no privilege, no writable root)."""
-    router = spec.router
-    assert router is not None
+def router_deployment(job: RLJob, pool: str, spec: ServingPool, router: Router) -> Manifest:
+    """sglang-router (`router`, the pool's) in front of a serving pool, started with no workers: rlop
+    registers the Ready, current replicas. Hardened like a sandbox pod (no token, privilege or writable root)."""
     name, role = job.metadata.name, f"{pool}-{ROUTER_SUFFIX}"
     args = ["--host", "0.0.0.0", "--port", str(router.port), "--policy", router.policy,
             "--prometheus-host", "0.0.0.0", "--prometheus-port", str(ROUTER_METRICS_PORT)]  # fmt: skip
@@ -397,9 +395,9 @@ def render(job: RLJob, replicas: Mapping[str, int], restarts: int = 0) -> list[M
         out.append(pool_service(job, kind.name, spec.port, headless=kind.headless))
         if isinstance(spec, ServingPool) and spec.per_replica:
             out.append(pool_service(job, kind.name, spec.port, headless=True, members=True))
-            if spec.router is not None:
+            if (router := spec.router) is not None:
                 role = f"{kind.name}-{ROUTER_SUFFIX}"
-                out += [router_deployment(job, kind.name, spec), pool_service(job, role, spec.router.port, False)]
+                out += [router_deployment(job, kind.name, spec, router), pool_service(job, role, router.port, False)]
     pools = job.spec.pools
     if pools.sandbox is not None and pools.sandbox.egress == "deny":
         out.append(sandbox_egress_policy(job))

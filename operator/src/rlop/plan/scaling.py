@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from datetime import datetime
+from typing import NamedTuple
 
 from rlop.api import reasons as R
 from rlop.api.models import PoolStatus, Recommendation, RLJob, ScaleEvent
@@ -30,7 +31,18 @@ class PoolDecision:
     last_scale_time: datetime | None
 
     def onto(self, status: PoolStatus) -> PoolStatus:
-        return status.model_copy(update={f.name: getattr(self, f.name) for f in fields(self)})
+        """The status with these fields (validated, as any status is)."""
+        return PoolStatus.model_validate(
+            status.model_dump(by_alias=False) | {f.name: getattr(self, f.name) for f in fields(self)}
+        )
+
+
+class Explained(NamedTuple):
+    """A pool's decision this pass, also when unchanged (the status keeps those of the last change)."""
+
+    decision: str
+    reason: str
+    metric: float | None
 
 
 @dataclass(frozen=True)
@@ -43,8 +55,7 @@ class Scaling:
     events: list[Event] = field(default_factory=list)
     pod_costs: dict[str, int] = field(default_factory=dict)  # pod -> deletion cost, before a scale-down
     limited: dict[str, str] = field(default_factory=dict)  # pool -> why the GPU budget held it back
-    explained: dict[str, tuple[str, str, float | None]] = field(default_factory=dict)  # pool -> this pass's
-    # (decision, reason, metric), also when unchanged (the status keeps those of the last change)
+    explained: dict[str, Explained] = field(default_factory=dict)
     fresh: bool = True  # decided from this interval's metrics (False: pools just keep their replicas)
 
 
@@ -128,7 +139,7 @@ def plan_scaling(
     allocation = arbitrate(budget, _fixed_gpus(job, base), claims)
     replicas, updates, events = dict(base), {}, []
     costs: dict[str, int] = {}
-    explained: dict[str, tuple[str, str, float | None]] = {}
+    explained: dict[str, Explained] = {}
     for name, d in decisions.items():
         auto, prev, current = scaled[name][1], old.get(name, PoolStatus()), base[name]
         final = allocation.replicas.get(name, d.replicas)
@@ -137,7 +148,7 @@ def plan_scaling(
         replicas[name] = final
         history = d.recommendations or None
         reason = d.reason + (f"; {allocation.limited[name]}" if name in allocation.limited else "")
-        explained[name] = (code, reason, d.metric)
+        explained[name] = Explained(code, reason, d.metric)
         if final != current or code != prev.decision or history != prev.recommendations:
             updates[name] = PoolDecision(
                 reason,

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
 from rlop.api import reasons as R
-from rlop.api.models import ServingPool
+from rlop.api.models import ServingPool, Weights
 from rlop.api.names import LOWEST_COST
 from rlop.plan.autoscale import Reading
 from rlop.plan.observed import PodInfo
@@ -202,24 +202,23 @@ def plan_serving(
 
     served_versions = [probes[p.name].version for p in active if p.name in probes]
     versions = dict(Counter(str(v) for v in served_versions if v is not None)) if weights is not None else None
-    sync = _sync(pool, spec, version, seen.policy, active, probes) if weights is not None else None
+    sync = _sync(pool, weights, version, seen.policy, active, probes) if weights is not None else None
     return ServingPlan(replicas, gates, updates, register, deregister, drain, drained, costs, versions, sync)
 
 
 def _sync(
-    pool: str, spec: ServingPool, policy: int | None, reading: Reading | None, active: Sequence[PodInfo],
+    pool: str, weights: Weights, policy: int | None, reading: Reading | None, active: Sequence[PodInfo],
     probes: Mapping[str, Probe],
 ) -> ConditionUpdate:  # fmt: skip
     """This pool's part of WeightsInSync: how many replicas serve which version, against the trainer's."""
-    assert spec.weights is not None
     if policy is None:
         why = reading.error if reading is not None and reading.error else "not read"
         return ConditionUpdate(R.WEIGHTS, "Unknown", R.VERSION_UNKNOWN, f"{pool}: trainer version unknown: {why}")
     counts = Counter((probes.get(p.name) or Probe()).version for p in active)
     shown = ", ".join(f"{n} at {'v' + str(v) if v is not None else 'unknown'}"
                       for v, n in sorted(counts.items(), key=lambda c: -1 if c[0] is None else c[0]))  # fmt: skip
-    message = f"{pool}: {shown or 'no replica'} (trainer v{policy}, maxStaleness {spec.weights.max_staleness})"
-    behind = [v for v in counts.elements() if v is None or v < policy - spec.weights.max_staleness]
+    message = f"{pool}: {shown or 'no replica'} (trainer v{policy}, maxStaleness {weights.max_staleness})"
+    behind = [v for v in counts.elements() if v is None or v < policy - weights.max_staleness]
     if behind:
         return ConditionUpdate(R.WEIGHTS, "False", R.BEHIND, message)
     return ConditionUpdate(R.WEIGHTS, "True", R.IN_SYNC, message)
