@@ -99,6 +99,14 @@ CASES: list[tuple[str, str, Autoscale, int, list[Step], list[int]]] = [
         [10, 6, 6, 6, 6, 5, 5, 5, 5, 4],
     ),
     (
+        "an edit of minReplicas above the count moves to the bound only; that move is a scale event",
+        "reconcileAutoscaler (currentReplicas < MinReplicas), storeScaleEvent",
+        autoscale(min_r=5, max_r=20, behavior={"scaleUp": down(0, ("Pods", 4, 30))}),
+        2,
+        [(0, [10]), (15, [100]), (31, [100])],
+        [5, 6, 9],
+    ),
+    (
         "the first sync seeds the history with the current count: a scale-up window applies at once",
         "recordInitialRecommendation, stabilizeRecommendationWithBehaviors",
         autoscale(min_r=1, max_r=20, behavior={"scaleUp": {"stabilizationWindowSeconds": 60}}),
@@ -255,3 +263,11 @@ def test_random_traces_decide_as_hpa(trace: Trace) -> None:
         expected = hpa.reconcile(current, ready, pods, values, now)
         assert rlop.reconcile(current, ready, pods, values, now) == expected, (t, current, values)
         current = expected
+
+
+def test_a_tie_between_metrics_is_explained_by_the_first() -> None:
+    """computeReplicasForMetrics keeps the first metric whose proposal is the largest."""
+    d = decide(autoscale(metrics=2, behavior={}), 2, 2, [Reading(40), Reading(40)], [], [], T0)
+    assert d.replicas == 4 and d.metric == 40 and "metric 40" in d.reason
+    d = decide(autoscale(metrics=2, behavior={}), 2, 2, [Reading(31), Reading(40)], [], [], T0)
+    assert d.metric == 31  # both want 4: the first explains it

@@ -96,3 +96,20 @@ def test_budget_counts_the_trainer_first() -> None:
 def test_deletion_costs_follow_busyness_and_skip_unchanged() -> None:
     pods = [pod("a", pool="rollout"), pod("b", pool="rollout", deletion_cost=2000), pod("c", pool="rollout")]
     assert deletion_costs(pods, {"a": 0.5, "b": 2.0}) == {"a": 500}
+
+
+def test_a_suspended_job_closes_its_open_recommendation_at_the_pass_that_made_it() -> None:
+    """reconcileAutoscaler returns before storing anything while the target is at 0: the last recommendation
+    ages out from the sync that made it, not from whenever the job resumes."""
+    j = job(rollout=_auto(max_r=20))
+    made = plan_scaling(j, base_replicas(j), [], {("rollout", 0): Reading(100)}, {}, NOW)
+    status = plan_job(JobObservation(j), NOW, made).status
+    assert status.pools["rollout"].recommendations[-1].until is None  # open: still being recommended
+    stopped = job(suspend=True, rollout=_auto(max_r=20)).model_copy(update={"status": status})
+    later = NOW + timedelta(seconds=5)
+    s = plan_scaling(stopped, base_replicas(stopped), [], {}, {}, later, NOW)
+    closed = s.pools["rollout"].recommendations
+    assert closed is not None and closed[-1].until == NOW and closed[-1].replicas == 10
+    again = stopped.model_copy(update={"status": plan_job(JobObservation(stopped), later, s).status})
+    t = later + timedelta(seconds=5)
+    assert plan_scaling(again, base_replicas(again), [], {}, {}, t, later).pools == {}  # nothing more to close

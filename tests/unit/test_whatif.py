@@ -164,10 +164,65 @@ def test_nodes_are_read_as_the_operator_reads_node_objects() -> None:
     ]
     out = what_if(example(), {"sandbox": [16]}, None, T0, nodes)
     assert set(out["placement"]) == {"ok"}
+    n = {"name": "n", "cpu": 4, "memory": "1Gi"}
     for bad, error in (
-        ({"name": "n", "cpu": 4, "memory": "1Gi", "utilisation": 0.5}, "unknown keys ['utilisation']"),
-        ({"name": "n", "cpu": 4, "memory": "1Gi", "utilization": 1.5}, "not within [0, 1]"),
-        ({"name": "n", "memory": "1Gi"}, "'cpu' is required"),
+        ({**n, "utilisation": 0.5}, "--nodes[n].utilisation: Extra inputs are not permitted (known: "),
+        ({**n, "utilization": 1.5}, "--nodes[n].utilization: Input should be less than or equal to 1"),
+        ({**n, "utilization": "0.5"}, "--nodes[n].utilization: Input should be a valid number"),
+        ({"name": "n", "memory": "1Gi"}, "--nodes[n].cpu: Field required"),
+        ({**n, "cpu": "-8"}, "--nodes[n].cpu: Value error, '-8' is negative"),
+        ({**n, "requests": {"cpu": "lots"}}, "--nodes[n].requests.cpu: Value error, not a quantity"),
+        ({**n, "ready": "false"}, "--nodes[n].ready: Input should be a valid boolean"),
+        ({**n, "unschedulable": "false"}, "--nodes[n].unschedulable: Input should be a valid boolean"),
+        ({**n, "taints": "x"}, "--nodes[n].taints: Input should be a valid list"),
+        ({**n, "taints": [{"key": "a"}]}, "--nodes[n].taints[0].effect: Field required"),
+        ({**n, "sandboxPods": -1}, "--nodes[n].sandboxPods: Input should be greater than or equal to 0"),
+        ({**n, "sandboxPods": [{"nam": "x"}]}, "--nodes[n].sandboxPods[0].name: Field required"),
+        ({**n, "otherSandboxPods": [{"name": "x"}]}, "--nodes[n].otherSandboxPods[x]: 'job' is required"),
+        (3, "--nodes[0]: Input should be a valid dictionary"),
     ):
-        with pytest.raises(PlanInputError, match=error.replace("[", r"\[").replace("]", r"\]")):
-            what_if(example(), {}, None, T0, [bad])
+        with pytest.raises(PlanInputError) as got:
+            what_if(example(), {}, None, T0, [bad])  # type: ignore[list-item]
+        assert str(got.value).startswith(error)
+
+
+@pytest.mark.parametrize(
+    ("inputs", "error"),
+    [
+        ({"job_doc": [1]}, "-f: want a JSON object, got list"),
+        ({"metrics": [1]}, "--metrics: want a JSON object, got list"),
+        ({"state": [1]}, "--state: want a JSON object, got list"),
+        ({"replicas": [1]}, "--replicas: want a JSON object, got list"),
+        ({"pods": [1]}, "--pods: want a JSON object, got list"),
+        ({"pods": {"reward": 3}}, "--pods.reward: want {'existing': n, 'ready': m}, got 3"),
+        ({"nodes": {"cpu-0": {}}}, "--nodes: want a list of nodes, got dict"),
+    ],
+)
+def test_inputs_of_the_wrong_shape_get_one_line(inputs: dict, error: str) -> None:  # type: ignore[type-arg]
+    args = {"job_doc": example(), "metrics": {}, "state": None, "now": T0, **inputs}
+    with pytest.raises(PlanInputError, match="^" + error.replace("[", r"\[").replace("{", r"\{") + "$"):
+        what_if(**args)
+
+
+def test_running_sandbox_pods_are_measured_and_other_jobs_pods_share_the_utilization() -> None:
+    """As the operator sees them: a pod running for a while is in the measured utilization (its load is not
+    other tenants' load), a pod just started is not yet; another job's harvested pods likewise."""
+    node = {"name": "cpu-0", "cpu": 16, "memory": "64Gi", "labels": CPU_POOL, "utilization": 0.5}
+
+    def place(**extra: object) -> float:
+        out = what_if(example(), {"sandbox": [0]}, None, T0, [{**node, **extra}])
+        return float(out["rooms"]["cpu-0"]["placeCores"])
+
+    alone = place()
+    settled = place(sandboxPods=2)
+    fresh = place(sandboxPods=[{"name": "grpo-math-sandbox-a", "since": T0.isoformat()},
+                               {"name": "grpo-math-sandbox-b", "since": T0.isoformat()}])  # fmt: skip
+    assert settled > alone and fresh == alone  # a settled pod's load is its own, not other tenants'
+    other = [{"name": "o-1", "job": "other", "cpu": "1", "memory": "1Gi"}]
+    assert place(otherSandboxPods=other) > place(requests={"cpu": "1", "memory": "1Gi"})
+
+
+def test_now_cannot_go_back_before_the_chained_state() -> None:
+    out = what_if(example(), {"rollout": [130]}, None, T0)
+    with pytest.raises(PlanInputError, match="is before the state's own now"):
+        what_if(example(), {"rollout": [130]}, out, T0 - timedelta(seconds=1))

@@ -9,7 +9,7 @@ functions a pass uses (`plan.readings.read`, `plan.job.plan_pass`). Inputs (JSON
   earlier output of `rlop plan`, whose ``now`` is then the previous pass: chain calls through time.
 - replicas (optional): ``{"<pool>": n}`` the current replicas (default: the state's, else minReplicas).
 - pods (optional): ``{"<pool>": {"existing": n, "ready": m}}`` (default: every replica exists and is ready).
-- nodes (optional): ``[{"name", "cpu", "memory", ...}]``, see README; the output then has ``placement``,
+- nodes (optional): ``[{"name", "cpu", "memory", ...}]`` (`NodeInput`, see README); the output then has ``placement``,
   ``evictions``, ``draining`` (pods to mark, evicted once their drain is over) and each candidate node's
   ``room`` for sandbox pods.
 """
@@ -18,10 +18,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
-from typing import Any
+from datetime import UTC, datetime, timedelta
+from typing import Annotated, Any, Literal
 
-from pydantic import ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+from pydantic.alias_generators import to_camel
 
 from rlop.api import reasons as R
 from rlop.api.models import PoolStatus, RLJob, RLJobStatus
@@ -33,9 +34,21 @@ from rlop.plan.observed import NodeInfo, PodInfo, node_info, pod_info
 from rlop.plan.quantity import parse_quantity
 from rlop.plan.readings import Answer, QueryKey, Unavailable, read
 from rlop.plan.render import sandbox_pod
+from rlop.plan.status import rfc3339
 
 NODE_KEYS = {"name", "cpu", "memory", "labels", "taints", "ready", "unschedulable", "utilization", "requests",
-             "sandboxPods"}  # fmt: skip
+             "sandboxPods", "otherSandboxPods"}  # fmt: skip
+
+
+def _utc(value: datetime | None) -> datetime | None:
+    return value.replace(tzinfo=UTC) if value is not None and value.tzinfo is None else value
+
+
+def _quantity(value: str | int | float) -> str | int | float:
+    """A Kubernetes quantity, not negative."""
+    if parse_quantity(value) < 0:
+        raise ValueError(f"{value!r} is negative")
+    return value
 
 
 class PlanInputError(ValueError):
@@ -108,59 +121,110 @@ def _with_replicas(job: RLJob, replicas: Mapping[str, Any]) -> RLJob:
     return job.model_copy(update={"status": status.model_copy(update={"pools": pools})})
 
 
-def _node(raw: Mapping[str, Any]) -> NodeInfo:
-    """A Node object as the API server would show it, read the way the operator reads one."""
-    name = raw.get("name")
-    unknown = set(raw) - NODE_KEYS
-    if unknown:
-        raise PlanInputError(f"--nodes[{name}]: unknown keys {sorted(unknown)} (known: {sorted(NODE_KEYS)})")
-    for key in ("name", "cpu", "memory"):
-        if key not in raw:
-            raise PlanInputError(f"--nodes[{name}]: {key!r} is required")
+class _Input(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, populate_by_name=True, alias_generator=to_camel)
+
+
+Quantity = Annotated[str | int | float, AfterValidator(_quantity)]
+
+
+class Taint(_Input):
+    key: str
+    value: str = ""
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
+
+
+class RunningPod(_Input):
+    """A sandbox pod running on the node: this job's (by name), or another job's (`job`, `cpu`, `memory`)."""
+
+    name: str
+    since: Annotated[datetime | None, AfterValidator(_utc)] = Field(default=None, strict=False)  # created at
+    # (default: long enough ago that its load is all in the measured utilization)
+    job: str | None = None
+    cpu: Quantity = 0
+    memory: Quantity = 0
+
+
+class NodeInput(_Input):
+    """A candidate node, as the operator reads a Node object (plus what runs on it)."""
+
+    name: str = Field(min_length=1)
+    cpu: Quantity
+    memory: Quantity
+    labels: dict[str, str] = {}
+    taints: list[Taint] = []
+    ready: bool = True
+    unschedulable: bool = False
+    utilization: float | None = Field(default=None, ge=0, le=1)  # None: no data
+    requests: dict[str, Quantity] = {}  # what the node's other pods request
+    sandbox_pods: Annotated[int, Field(ge=0)] | list[str | RunningPod] = 0  # this job's: a count, or the pods
+    other_sandbox_pods: list[RunningPod] = []  # other jobs' harvested pods (each with `job`)
+
+
+def _is_field(part: str | int) -> bool:
+    """Is this part of an error's location a field or an index (not the tag of a union's branch)?"""
+    return isinstance(part, int) or (part[:1].islower() and part.isalnum() and part not in ("str", "int", "float"))
+
+
+def _node(raw: Any, i: int) -> NodeInput:
+    where = f"--nodes[{raw.get('name', i) if isinstance(raw, Mapping) else i}]"
     try:
-        for key in ("cpu", "memory"):
-            parse_quantity(raw[key])
-    except ValueError as exc:
-        raise PlanInputError(f"--nodes[{name}]: {exc}") from None
-    u = raw.get("utilization")
-    if u is not None and not (isinstance(u, int | float) and 0 <= u <= 1):
-        raise PlanInputError(f"--nodes[{name}].utilization: {u!r} is not within [0, 1] (omit it for no data)")
+        node = NodeInput.model_validate(raw)
+    except ValidationError as exc:
+        e = max(exc.errors(), key=lambda e: len(e["loc"]))  # of a union's branches, the one that got furthest
+        field = "".join(f"[{x}]" if isinstance(x, int) else f".{x}" for x in e["loc"] if _is_field(x))
+        hint = f" (known: {', '.join(sorted(NODE_KEYS))})" if e["type"] == "extra_forbidden" else ""
+        raise PlanInputError(f"{where}{field}: {e['msg']}{hint}") from None
+    for pod in node.other_sandbox_pods:
+        if pod.job is None:
+            raise PlanInputError(f"{where}.otherSandboxPods[{pod.name}]: 'job' is required")
+    return node
+
+
+def _node_info(node: NodeInput) -> NodeInfo:
     return node_info({
-        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, **(raw.get("labels") or {})}},
-        "spec": {"unschedulable": bool(raw.get("unschedulable")), "taints": list(raw.get("taints") or [])},
-        "status": {"allocatable": {"cpu": str(raw["cpu"]), "memory": str(raw["memory"]), "pods": "110"},
-                   "conditions": [{"type": "Ready", "status": "True" if raw.get("ready", True) else "False"}]},
+        "metadata": {"name": node.name, "labels": {"kubernetes.io/hostname": node.name, **node.labels}},
+        "spec": {"unschedulable": node.unschedulable, "taints": [t.model_dump() for t in node.taints]},
+        "status": {"allocatable": {"cpu": str(node.cpu), "memory": str(node.memory), "pods": "110"},
+                   "conditions": [{"type": "Ready", "status": "True" if node.ready else "False"}]},
     })  # fmt: skip
 
 
-def _running(manifest: Mapping[str, Any]) -> PodInfo:
+def _running(manifest: Mapping[str, Any], since: datetime) -> PodInfo:
     body = dict(manifest)
+    body["metadata"] = {**body["metadata"], "creationTimestamp": rfc3339(since)}
     body["status"] = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
     return pod_info(body)
 
 
-def _cluster(job: RLJob, nodes: Sequence[Mapping[str, Any]]) -> tuple[list[NodeInfo], list[PodInfo], dict[str, float]]:
+def _cluster(job: RLJob, nodes: Any, now: datetime) -> tuple[list[NodeInfo], list[PodInfo], dict[str, float]]:
+    if not isinstance(nodes, list):
+        raise PlanInputError(f"--nodes: want a list of nodes, got {type(nodes).__name__}")
     infos, pods, utilization = [], [], {}
-    for raw in nodes:
-        info = _node(raw)
-        infos.append(info)
-        if raw.get("utilization") is not None:
-            utilization[info.name] = float(raw["utilization"])
-        if raw.get("requests"):
-            try:
-                requests = {k: parse_quantity(v) for k, v in raw["requests"].items()}
-            except ValueError as exc:
-                raise PlanInputError(f"--nodes[{info.name}].requests: {exc}") from None
-            pods.append(PodInfo(name=f"others-on-{info.name}", node=info.name, requests=requests, phase="Running"))
-        given = raw.get("sandboxPods") or 0
+    settled = now - timedelta(days=1)  # a pod given without `since` has run long enough to be measured
+    for i, raw in enumerate(nodes):
+        node = _node(raw, i)
+        infos.append(_node_info(node))
+        if node.utilization is not None:
+            utilization[node.name] = float(node.utilization)
+        if node.requests:
+            requests = {k: parse_quantity(v) for k, v in node.requests.items()}
+            pods.append(PodInfo(name=f"others-on-{node.name}", node=node.name, requests=requests, phase="Running"))
+        for other in node.other_sandbox_pods:
+            requests = {"cpu": parse_quantity(other.cpu), "memory": parse_quantity(other.memory), "pods": 1.0}
+            pods.append(PodInfo(name=other.name, namespace="", node=node.name, requests=requests, phase="Running",
+                                ready=True, job=other.job, pool=HARVESTED, harvest=True,
+                                created=rfc3339(other.since or settled)))  # fmt: skip
+        given = node.sandbox_pods
         if not given:
             continue
         if (sandbox := harvested(job)) is None:
-            raise PlanInputError(f"--nodes[{info.name}].sandboxPods: this RLJob's sandbox pool does not harvest")
-        names = (
-            given if isinstance(given, list) else [f"{job.metadata.name}-sandbox-{info.name}-{i}" for i in range(given)]
-        )
-        pods += [_running(sandbox_pod(job, sandbox, name, info.name)) for name in names]
+            raise PlanInputError(f"--nodes[{node.name}].sandboxPods: this RLJob's sandbox pool does not harvest")
+        if isinstance(given, int):
+            mine = [RunningPod(name=f"{job.metadata.name}-sandbox-{node.name}-{n}") for n in range(given)]
+        else:
+            mine = [RunningPod(name=g) if isinstance(g, str) else g for g in given]
+        pods += [_running(sandbox_pod(job, sandbox, p.name, node.name), p.since or settled) for p in mine]
     return infos, pods, utilization
 
 
@@ -174,17 +238,26 @@ def what_if(
     pods: Mapping[str, Mapping[str, int]] | None = None,
 ) -> dict[str, Any]:
     """The operator's next pass for this job, from the given observations (see the module docstring)."""
+    for flag, value in (("-f", job_doc), ("--metrics", metrics), ("--state", state), ("--replicas", replicas),
+                        ("--pods", pods)):  # fmt: skip
+        if value is not None and not isinstance(value, Mapping):
+            raise PlanInputError(f"{flag}: want a JSON object, got {type(value).__name__}")
+    for name, counts in (pods or {}).items():
+        if not isinstance(counts, Mapping):
+            raise PlanInputError(f"--pods.{name}: want {{'existing': n, 'ready': m}}, got {counts!r}")
     previous = None
     if state is not None and "state" in state:  # a whole earlier output
         previous = parse_now(str(state["now"])) if state.get("now") else None
         state = state["state"]
     now = now.replace(microsecond=0)
+    if previous is not None and now < previous:
+        raise PlanInputError(f"--now {rfc3339(now)} is before the state's own now ({rfc3339(previous)})")
     job = _job(job_doc, state)
     if replicas:
         job = _with_replicas(job, replicas)
     base = base_replicas(job)
     observed = _pods(job, base, pods or {}, nodes is not None)
-    node_infos, bound, utilization = _cluster(job, nodes or [])
+    node_infos, bound, utilization = _cluster(job, nodes if nodes is not None else [], now)
     sandbox = [p for p in bound if p.harvest]
     answers = _answers(job, metrics)
     if nodes is not None and harvested(job):

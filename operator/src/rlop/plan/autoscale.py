@@ -301,7 +301,7 @@ def decide(
         (*propose(spec, i, r.value, current, ready, pods), i) for i, r in enumerate(readings) if r.value is not None
     ]
     missing = [f"metric {i}: {r.error or 'no data'}" for i, r in enumerate(readings) if r.value is None]
-    best = max(proposals, default=None)
+    best = max(proposals, key=lambda p: p[0], default=None)  # computeReplicasForMetrics: the first of a tie
     if best is None or (missing and best[0] < current):  # never scale down on partial data
         hold = max(current, spec.fallback_replicas or 0) if best is None else current
         why = "; ".join(missing)

@@ -11,7 +11,7 @@ from typing import NamedTuple
 from rlop.api import reasons as R
 from rlop.api.models import PoolStatus, Recommendation, RLJob, ScaleEvent
 from rlop.api.pools import AnyPool, autoscaled, fixed_replicas, pools
-from rlop.plan.autoscale import Decision, Reading, decide, record_scale
+from rlop.plan.autoscale import Decision, Reading, close, decide, record_scale
 from rlop.plan.budget import Claim, arbitrate
 from rlop.plan.observed import PodInfo, pod_requests
 from rlop.plan.status import ConditionUpdate, Event
@@ -23,8 +23,8 @@ MetricKey = tuple[str, int]  # (pool, metric index)
 class PoolDecision:
     """The autoscaler's fields of one pool's status, as decided this interval."""
 
-    reason: str
-    decision: str  # rlop.api.reasons: HPA's code, MetricsUnavailable or GPUBudget
+    reason: str | None
+    decision: str | None  # rlop.api.reasons: HPA's code, MetricsUnavailable or GPUBudget
     last_metric: float | None
     recommendations: list[Recommendation] | None
     scale_events: list[ScaleEvent] | None
@@ -103,6 +103,18 @@ def deletion_costs(pods: Sequence[PodInfo], busy: Mapping[str, float]) -> dict[s
     return out
 
 
+def _closed(old: Mapping[str, PoolStatus], previous: datetime | None, now: datetime) -> dict[str, PoolDecision]:
+    """A stopped job recommends nothing, as an HPA whose sync returns early: each pool's open recommendation
+    was last made at the previous pass and ages out from then (not from whenever the job resumes)."""
+    out = {}
+    for name, prev in old.items():
+        history = prev.recommendations or []
+        if history and history[-1].until is None:
+            out[name] = PoolDecision(prev.reason, prev.decision, prev.last_metric, close(history, previous, now),
+                                     prev.scale_events, prev.last_scale_time)  # fmt: skip
+    return out
+
+
 def plan_scaling(
     job: RLJob,
     base: Mapping[str, int],
@@ -115,9 +127,9 @@ def plan_scaling(
     """Decide replicas for every autoscaled pool of `job` (base: the current replicas of every pool;
     previous: the time of the previous full pass, None if unknown)."""
     scaled = {name: (spec, auto) for name, spec, auto in autoscaled(job)}
-    if job.stopped or not scaled:
-        return Scaling(dict(base))
     old = job.status.pools if job.status else {}
+    if job.stopped or not scaled:
+        return Scaling(dict(base), _closed(old, previous, now))
     decisions: dict[str, Decision] = {}
     pool_readings: dict[str, list[Reading]] = {}
     for name, (_, auto) in scaled.items():
