@@ -41,3 +41,5 @@ def test_the_demo_runs_on_kind(demo_output: str) -> None:
     decisions = dict(re.findall(r"(\w+) x(\d+)", summary[1].split("decisions: ", 1)[1].splitlines()[0]))
     assert {"ScaledUp", "ScaledDown", "SandboxPlaced", "SandboxEvicted", "GangReleased"} <= set(decisions), decisions
     assert "ScaledUp         rollout" in text, "the rollout pool scaled up on its queue"
+    # the policy version per replica: the trainer's, and what each rollout replica serves
+    assert re.search(r"weights: trainer v\d+; grpo-math-rollout-\S+: serves v\d+ \(trainer v\d+\)", text), text[-3000:]

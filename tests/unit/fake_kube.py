@@ -11,6 +11,7 @@ from typing import Any
 from rlop.api.names import JOB_LABEL
 from rlop.kube.client import KubeError
 from rlop.plan.observed import child_info, node_info, pod_info
+from rlop.plan.serving import Probe
 from rlop.prom.client import Request, Result
 
 ObjKey = tuple[str, str, str]  # (kind, namespace, name)
@@ -109,6 +110,18 @@ class FakeKube:
         spec["schedulingGates"] = [g for g in spec.get("schedulingGates") or [] if g["name"] != gate]
         self.writes.append(("release", f"Pod/{pod}"))
 
+    async def set_pod_condition(
+        self, namespace: str, pod: str, type_: str, status: str, reason: str, message: str, flipped: bool
+    ) -> None:
+        self._call("condition", "Pod", pod)
+        conditions = self.objects[("Pod", namespace, pod)].setdefault("status", {}).setdefault("conditions", [])
+        old = next((c for c in conditions if c["type"] == type_), {})
+        since = "2026-12-04T12:00:00Z" if flipped else old.get("lastTransitionTime")
+        conditions[:] = [c for c in conditions if c["type"] != type_]
+        conditions.append({"type": type_, "status": status, "reason": reason, "message": message,
+                           "lastTransitionTime": since})  # fmt: skip
+        self.writes.append(("condition", f"Pod/{pod}"))
+
     async def event(self, obj: Mapping[str, Any], type_: str, reason: str, message: str) -> None:
         self.events.append((type_, reason, message))
 
@@ -161,3 +174,30 @@ def _merge(old: Mapping[str, Any], patch: Mapping[str, Any]) -> dict[str, Any]:
         else:
             out[key] = copy.deepcopy(value)
     return out
+
+
+class FakeEngine:
+    """Serving replicas and their router, as rlop.engine.EngineClient reaches them: each url serves a version
+    (missing: no answer); the router's workers are url -> id."""
+
+    def __init__(self, served: Mapping[str, int], workers: Mapping[str, str]) -> None:
+        self.served = dict(served)
+        self.workers_ = dict(workers)
+        self.calls: list[tuple[str, str]] = []
+
+    async def probe(self, url: str) -> Probe:
+        return Probe(self.served.get(url), 0 if url in self.served else None)
+
+    async def workers(self, router: str) -> dict[str, str]:
+        return dict(self.workers_)
+
+    async def register(self, router: str, url: str) -> None:
+        self.calls.append(("register", url))
+        self.workers_[url] = f"w-{url}"
+
+    async def deregister(self, router: str, worker: str) -> None:
+        self.calls.append(("deregister", worker))
+        self.workers_ = {u: w for u, w in self.workers_.items() if w != worker}
+
+    async def load_weights(self, url: str, model_path: str, version: int) -> None:
+        self.calls.append(("load", f"{url} v{version}"))

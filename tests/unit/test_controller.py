@@ -19,7 +19,7 @@ from rlop.kube.client import KubeError
 from rlop.whatif import what_if
 
 from .builders import job, pod
-from .fake_kube import FakeKube, FakePrometheus
+from .fake_kube import FakeEngine, FakeKube, FakePrometheus
 
 KEY = ("ns", "j")
 
@@ -296,3 +296,68 @@ def test_the_operator_and_rlop_plan_decide_alike_from_the_same_observations() ->
         p: s["desired"] for p, s in after["pools"].items()
     }
     assert dry["state"]["pools"]["rollout"]["recommendations"] == after["pools"]["rollout"]["recommendations"]
+
+
+@pytest.mark.parametrize(
+    ("state", "served", "reason"),
+    [
+        ({"running": {"startedAt": "2026-12-04T11:30:00Z"}}, 0, "Behind"),  # a new process, at its base weights
+        ({"terminated": {"exitCode": 137}}, None, "VersionUnknown"),  # down: not answering
+    ],
+)
+def test_a_replica_whose_server_died_or_restarted_is_judged_before_the_next_full_pass(
+    state: dict[str, Any], served: int | None, reason: str
+) -> None:
+    """Kubernetes keeps the weights-current condition across a container restart: the new process would be
+    Ready (and routed to) at whatever it serves. The pod's update is enough for rlop to judge it again."""
+    weights = {"volume": {"hostPath": {"path": "/w"}}, "maxStaleness": 1}
+    rollout = {"replicas": 1, "template": {"spec": {"containers": [{"name": "c", "image": "i"}]}}, "port": 8000,
+               "weights": weights, "router": {"type": "sglang-router"}}  # fmt: skip
+    kube, _ = _settled(rollout=rollout)
+    body = kube.objects[("RLJob", "ns", "j")]
+    body.setdefault("status", {})["policyVersion"] = 5
+    owner = {"kind": "ReplicaSet", "name": "j-rollout-abc", "uid": "rs", "controller": True}
+    url = "http://10.0.0.7:8000"
+    kube.put(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": "j-rollout-abc-1",
+                "namespace": "ns",
+                "labels": {"rlop.dev/job": "j", "rlop.dev/pool": "rollout"},
+                "ownerReferences": [owner],
+            },
+            "spec": {"containers": [{"name": "c"}]},
+            "status": {
+                "phase": "Running",
+                "podIP": "10.0.0.7",
+                "conditions": [
+                    {"type": "Ready", "status": "False"},
+                    {"type": "ContainersReady", "status": "False"},
+                    {
+                        "type": "rlop.dev/weights-current",
+                        "status": "True",
+                        "message": "serves v5 (trainer v5)",
+                        "lastTransitionTime": "2026-12-04T11:00:00Z",
+                    },
+                ],
+                "containerStatuses": [{"name": "c", "state": state}],
+            },
+        }
+    )
+    router_owner = {**owner, "name": "j-rollout-router-xyz", "uid": "rs2"}
+    kube.put({"apiVersion": "v1", "kind": "Pod", "metadata": {
+        "name": "j-rollout-router-xyz-1", "namespace": "ns",
+        "labels": {"rlop.dev/job": "j", "rlop.dev/pool": "rollout-router"}, "ownerReferences": [router_owner]},
+        "spec": {"containers": [{"name": "router"}]}, "status": {"phase": "Running", "podIP": "10.0.0.9",
+        "conditions": [{"type": "Ready", "status": "True"}]}})  # fmt: skip
+    engine = FakeEngine({url: served} if served is not None else {}, {url: "w7"})
+    ctl = Controller(kube, FakePrometheus(), Config(), engine=engine)  # type: ignore[arg-type]
+    ctl.expect = Expectations(clock=Clock())
+    _pass(ctl, kube)  # a pass for the pod's update, not a full one
+    gate = next(c for c in kube.objects[("Pod", "ns", "j-rollout-abc-1")]["status"]["conditions"]
+                if c["type"] == "rlop.dev/weights-current")  # fmt: skip
+    assert (gate["status"], gate["reason"]) == ("False", reason), gate
+    assert ("deregister", "w7") in engine.calls
+    assert (("load", f"{url} v5") in engine.calls) == (served is not None)  # told to catch up at once

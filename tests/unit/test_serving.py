@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -69,6 +70,31 @@ def test_an_unknown_trainer_version_holds_every_gate_and_says_why() -> None:
     assert plan.gates == {} and plan.updates == []
     assert plan.sync is not None and (plan.sync.status, plan.sync.reason) == ("Unknown", R.VERSION_UNKNOWN)
     assert "query returned no data" in plan.sync.message
+
+
+@pytest.mark.parametrize(
+    ("served", "policy", "gate", "reason"),
+    [
+        (0, 5, "False", R.BEHIND),  # a new process at its base weights: out before it is Ready again
+        (None, 5, "False", R.VERSION_UNKNOWN),  # not answering yet
+        (5, 5, "True", R.CURRENT),  # came back current: judged again, the condition's time moves
+        (5, None, "False", R.RESTARTED),  # the trainer's version unknown: the new process is not trusted
+    ],
+)
+def test_a_replica_whose_server_restarted_is_judged_again(
+    served: int | None, policy: int | None, gate: str, reason: str
+) -> None:
+    """The weights-current condition outlives a container restart: Kubernetes would make the pod Ready as
+    soon as the new process answers its readiness probe, whatever weights it serves."""
+    p = replica("p1", weights_message="serves v5 (trainer v5)", weights_since="2026-12-04T11:50:00Z",
+                started="2026-12-04T11:59:00Z")  # fmt: skip
+    workers = {"http://10.0.0.1:8000": "w1"}
+    plan = plan_serving("rollout", spec(), 1, [p], seen({"p1": served}, policy, workers=workers), {}, NOW)
+    g = plan.gates["p1"]
+    assert (g.status, g.reason, g.restamp) == (gate, reason, True)
+    assert plan.deregister == ([] if gate == "True" else [("p1", "http://10.0.0.1:8000", "w1")])
+    same = replace(p, started="2026-12-04T11:40:00Z")  # started before its gate turned True: nothing new
+    assert plan_serving("rollout", spec(), 1, [same], seen({"p1": 5}, 5, workers=workers), {}, NOW).gates == {}
 
 
 def test_an_unchanged_gate_is_not_rewritten() -> None:
@@ -144,6 +170,23 @@ def test_a_drained_replica_is_deleted_once_idle_or_after_the_grace_period(
     assert plan.drained == ([("p2", done)] if done else [])
     assert plan.replicas == (1 if done else 2)
     assert plan.drain == []  # a drain already under way is not started again
+
+
+def test_without_a_cost_query_the_replicas_running_the_fewest_requests_drain_first() -> None:
+    pods = [replica("p1"), replica("p2"), replica("p3")]
+    plan = plan_serving("rollout", spec(), 1, pods, seen({"p1": 5, "p2": 5, "p3": 5}, workers={},
+                        loads={"p1": 0, "p2": 7, "p3": 2}), {}, NOW)  # fmt: skip
+    assert plan.drain == ["p1", "p3"]
+
+
+def test_a_drain_waits_out_a_router_that_does_not_answer() -> None:
+    """It may still route to the replica: idle now is not idle for good until it is known to be out."""
+    pods = [replica("p1"), replica("p2", gate="False", draining=STAMP, deletion_cost=LOWEST_COST)]
+    plan = plan_serving("rollout", spec(), 1, pods, seen({"p1": 5, "p2": 5}, workers=None, loads={"p2": 0}), {}, NOW)
+    assert plan.drained == [] and plan.replicas == 2
+    pods[1] = replace(pods[1], draining=OLD)
+    plan = plan_serving("rollout", spec(), 1, pods, seen({"p1": 5, "p2": 5}, workers=None, loads={"p2": 0}), {}, NOW)
+    assert plan.drained == [("p2", "drained for 60s")]
 
 
 def test_between_full_passes_a_drain_holds_the_deployment() -> None:

@@ -27,12 +27,13 @@ from rlop.engine import EngineClient, EngineError, gather_probes
 from rlop.expectations import Expectations, Refusal
 from rlop.kube.client import KubeError
 from rlop.kube.lease import Lease
+from rlop.plan.autoscale import Reading
 from rlop.plan.harvest import Departed, JobKey, departures
 from rlop.plan.job import JobObservation, JobPlan, owned, plan_pass, with_apply_errors
 from rlop.plan.observed import ChildInfo, NodeInfo, PodInfo, controller_owner, owned_by, pod_info, version
 from rlop.plan.readings import Answer, JobReadings, QueryKey, queries, read
 from rlop.plan.render import Manifest
-from rlop.plan.serving import ServingObservation, Update, url_of
+from rlop.plan.serving import ServingObservation, Update, suspect, url_of
 from rlop.plan.status import (
     COST,
     DELETE_POD,
@@ -209,10 +210,13 @@ class Controller:
             shown = got or JobReadings()
             obs = self.observe(key, job, view, shown.utilization, shown.utilization_error)
             inputs[key] = Observed(body, job, obs, got)
-        if full:  # what the serving pools' servers and routers say
-            looks = await asyncio.gather(*(self.look(o.job, o.obs, o.got) for o in inputs.values()))
-            for key, seen in zip(list(inputs), looks, strict=True):
-                inputs[key] = replace(inputs[key], obs=replace(inputs[key].obs, serving=seen))
+        # what the serving pools' servers and routers say: every full pass, and at once for a job whose
+        # replica's server went down or restarted (it would be routed to, and Ready again, with whatever
+        # weights the new process has, until it is judged)
+        looking = [key for key, o in inputs.items() if full or any(suspect(p) for p in o.obs.pods)]
+        looks = await asyncio.gather(*(self.look(inputs[k].job, inputs[k].obs, inputs[k].got) for k in looking))
+        for key, seen in zip(looking, looks, strict=True):
+            inputs[key] = replace(inputs[key], obs=replace(inputs[key].obs, serving=seen))
         started = time.perf_counter()
         plans, failed = plan_pass([(o.obs, o.got) for o in inputs.values()], now, self.last_full)
         seconds = (time.perf_counter() - started) / max(1, len(inputs))
@@ -292,21 +296,22 @@ class Controller:
         return JobObservation(job, children, pods, view.nodes, view.pods, utilization, problem, written, self.departed)
 
     async def look(self, job: RLJob, obs: JobObservation, got: JobReadings | None) -> dict[str, ServingObservation]:
-        """Each tracked serving pool's replicas (the version they serve; the requests of those draining), its
-        router's workers and the trainer's version."""
+        """Each tracked serving pool's replicas (the version they serve, the requests they run), its router's
+        workers and the trainer's version (between full passes: the last one read, from the status)."""
         out = {}
         ns = job.metadata.namespace
         for pool, spec in serving(job):
             if not spec.per_replica:
                 continue
             live = [p for p in obs.pods if p.pool == pool and p.ip and not p.deleting and not p.terminal]
-            probes = await gather_probes(self.engine, {p.name: (url_of(p, spec.port), bool(p.draining)) for p in live})
+            probes = await gather_probes(self.engine, {p.name: url_of(p, spec.port) for p in live})
             # the router by its pod's IP: a name lookup would wait on kopf's busy thread pool
             routers = [p for p in obs.pods if p.pool == f"{pool}-{ROUTER_SUFFIX}" and p.ip and p.ready
                        and not p.deleting]  # fmt: skip
             router = url_of(routers[0], spec.router.port) if spec.router and routers else ""
             workers = await self.engine.workers(router) if router else None
-            policy = got.versions.get(pool) if got is not None else None
+            last = job.status.policy_version if job.status else None
+            policy = got.versions.get(pool) if got is not None else Reading(float(last)) if last is not None else None
             updating = self.expect.loading(ns)
             out[pool] = ServingObservation(probes, workers, router, policy, updating)
         return out
@@ -445,7 +450,7 @@ class Controller:
         for pool, sp in plan.serving.items():
             for pod, g in sp.gates.items():
                 call = self.kube.set_pod_condition(ns, pod, WEIGHTS_GATE, g.status, g.reason, g.message,
-                                                   status.get(pod) != g.status)  # fmt: skip
+                                                   g.restamp or status.get(pod) != g.status)  # fmt: skip
                 await attempt((GATE, pod), "weights-gate", call)
             base = (obs.serving or {}).get(pool, ServingObservation()).router
             for _, url, worker in sp.deregister:

@@ -50,15 +50,14 @@ class EngineClient:
         except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
             raise EngineError(0, f"{type(exc).__name__}: {exc}") from None
 
-    async def probe(self, url: str, load: bool) -> Probe:
-        """The version a replica serves and (if `load`) how many requests it has; None for what it did not say."""
+    async def probe(self, url: str) -> Probe:
+        """The version a replica serves and how many requests it has; None for what it did not say."""
         version: int | None = None
         with contextlib.suppress(*_UNKNOWN):
             version = int((await self.call("GET", f"{url}/get_weight_version"))["weight_version"])
         running: int | None = None
-        if load:
-            with contextlib.suppress(*_UNKNOWN):
-                running = _requests(await self.call("GET", f"{url}/get_load"))
+        with contextlib.suppress(*_UNKNOWN):  # a drain waits for 0; a scale-down picks the least busy
+            running = _requests(await self.call("GET", f"{url}/get_load"))
         return Probe(version, running)
 
     async def load_weights(self, url: str, model_path: str, version: int) -> None:
@@ -91,8 +90,8 @@ def _requests(load: Any) -> int:
     return sum(int(r.get("num_reqs", 0)) + int(r.get("num_waiting_reqs", 0)) for r in ranks)
 
 
-async def gather_probes(engine: EngineClient, targets: dict[str, tuple[str, bool]]) -> dict[str, Probe]:
-    """Probe every replica at once: pod -> (url, with load)."""
+async def gather_probes(engine: EngineClient, targets: dict[str, str]) -> dict[str, Probe]:
+    """Probe every replica at once: pod -> its server's url."""
     names = list(targets)
-    found = await asyncio.gather(*(engine.probe(*targets[n]) for n in names))
+    found = await asyncio.gather(*(engine.probe(targets[n]) for n in names))
     return dict(zip(names, found, strict=True))

@@ -64,6 +64,7 @@ BEHIND = "Behind"  # some replica serves a version more than maxStaleness behind
 VERSION_UNKNOWN = "VersionUnknown"  # the trainer's version (versionQuery) or a replica's is not known
 CURRENT = "Current"
 DRAINING = "Draining"
+RESTARTED = "Restarted"  # a replica's server restarted since it was judged current: its weights are unknown
 
 # a pool's status.pools.<p>.decision: HPA's reason codes (horizontal.go), plus MetricsUnavailable and GPUBudget
 DESIRED_WITHIN_RANGE = "DesiredWithinRange"

@@ -85,6 +85,8 @@ class PodInfo:
     containers_ready: bool = False  # Ready but for readiness gates
     weights_current: str | None = None  # the status of its rlop.dev/weights-current condition, if any
     weights_message: str = ""  # and its message
+    weights_since: str = ""  # and its lastTransitionTime (RFC 3339)
+    started: str = ""  # when its newest running container started (RFC 3339; a restart moves it)
     containers: int = 0  # regular containers in its spec
     exits: tuple[Exit, ...] = ()  # of its regular containers
     disruption: str = ""  # the reason of its DisruptionTarget condition (e.g. PreemptionByScheduler)
@@ -176,6 +178,8 @@ def pod_info(body: Raw) -> PodInfo:
         containers_ready=(conditions.get("ContainersReady") or {}).get("status") == "True",
         weights_current=(conditions.get(WEIGHTS_GATE) or {}).get("status"),
         weights_message=(conditions.get(WEIGHTS_GATE) or {}).get("message") or "",
+        weights_since=(conditions.get(WEIGHTS_GATE) or {}).get("lastTransitionTime") or "",
+        started=_started(status),
         containers=len(spec.get("containers") or []),
         exits=tuple(e for c in status.get("containerStatuses") or [] if (e := _exit(c)) is not None),
         disruption=(conditions.get("DisruptionTarget") or {}).get("reason") or ""
@@ -183,6 +187,12 @@ def pod_info(body: Raw) -> PodInfo:
         else "",
         checkpoint_now=annotations.get(CHECKPOINT_NOW_ANNOTATION, ""),
     )
+
+
+def _started(status: Raw) -> str:
+    """When the pod's newest running container started ("" if none runs)."""
+    running = [(c.get("state") or {}).get("running") or {} for c in status.get("containerStatuses") or []]
+    return max((r.get("startedAt") or "" for r in running), default="")
 
 
 def _exit(container: Raw) -> Exit | None:

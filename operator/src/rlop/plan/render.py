@@ -98,6 +98,7 @@ def discovery_env(job: RLJob, pool: str) -> list[dict[str, Any]]:
             env.append({"name": f"{var}_URL", "value": f"http://{child_name(name, kind.name)}.{ns}.svc:{spec.port}"})
         if isinstance(spec, ServingPool) and spec.per_replica:
             env.append({"name": f"{var}_MEMBERS", "value": f"{members_name(name, kind.name)}.{ns}.svc"})
+            env.append({"name": f"{var}_MEMBERS_PORT", "value": str(spec.port)})  # each replica's server
             if spec.weights is not None and pool != "trainer":  # the trainer's pods do not roll when it changes
                 env.append({"name": f"{var}_MAX_STALENESS", "value": str(spec.weights.max_staleness)})
     if dirs := weights_mounts(job, pool):

@@ -44,6 +44,19 @@ class Gate:
     status: str
     reason: str
     message: str
+    restamp: bool = False  # written with a new transition time though the status stays (a new process judged)
+
+
+def restarted(pod: PodInfo) -> bool:
+    """Did the replica's server restart since its gate turned True? Kubernetes keeps the condition across a
+    container restart, so the pod would be Ready again, and routed to, at whatever the new process serves."""
+    return pod.weights_current == "True" and pod.weights_since != "" and pod.started > pod.weights_since
+
+
+def suspect(pod: PodInfo) -> bool:
+    """Is a replica judged current perhaps not serving what it was judged on (its server down, or a new
+    process)? Then it is judged again at once, not at the next full pass."""
+    return pod.weights_current == "True" and (not pod.containers_ready or restarted(pod)) and not pod.deleting
 
 
 @dataclass(frozen=True)
@@ -147,12 +160,14 @@ def plan_serving(
     probes = seen.probes if seen is not None else {}
     workers = seen.workers if seen is not None else None
     registered = set(workers or ())
+    unheard = spec.router is not None and seen is not None and workers is None  # the router did not answer
 
     drained: list[tuple[str, str]] = []
     drain: list[str] = []
     if drains(spec):
         for p in draining:  # between full passes nothing is probed: only the grace period ends a drain
-            why = _drain_done(p, probes.get(p.name), url_of(p, spec.port) in registered, now, spec.drain_seconds)
+            listed = unheard or url_of(p, spec.port) in registered  # unheard: it may still route to it
+            why = _drain_done(p, probes.get(p.name), listed, now, spec.drain_seconds)
             if why is not None:
                 drained.append((p.name, why))
         drain = _victims(active, len(active) - target, probes, busy) if len(active) > target else []
@@ -182,7 +197,10 @@ def plan_serving(
         leaving = p.draining or p.name in drain
         gate = _gate(replace(p, draining=p.draining or ("now" if leaving else "")), served, version,
                      weights.max_staleness)  # fmt: skip
-        if gate is not None and (gate.status, gate.message) != (p.weights_current, p.weights_message):
+        if restarted(p):  # judge the new process: the condition's time must be after its start
+            gate = (replace(gate, restamp=True) if gate is not None
+                    else Gate("False", R.RESTARTED, "restarted; the trainer's version is unknown", True))  # fmt: skip
+        if gate is not None and (gate.restamp or (gate.status, gate.message) != (p.weights_current, p.weights_message)):
             gates[p.name] = gate
         current[p.name] = (gate.status if gate else p.weights_current) == "True"
         if leaving or not p.ip or version is None or served is None or served >= version:
