@@ -46,7 +46,13 @@ def _pass(ctl: Controller, kube: FakeKube, watched: bool = True, full: bool = Fa
     """One pass; `watched`: the watches have caught up with every write before it."""
     if watched or ctl.indexes is None:
         ctl.indexes = kube.indexes()
-    asyncio.run(ctl.reconcile_all([KEY], full))
+    asyncio.run(_reconcile(ctl, [KEY], full))
+
+
+async def _reconcile(ctl: Controller, keys: list[tuple[str, str]], full: bool = False) -> None:
+    """A pass and the events it recorded, posted."""
+    await ctl.reconcile_all(keys, full)
+    await ctl.recorder.flush()
 
 
 def _reasons(kube: FakeKube) -> list[str]:
@@ -280,13 +286,13 @@ def test_the_operator_and_rlop_plan_decide_alike_from_the_same_observations() ->
     key = ("ns", doc["metadata"]["name"])
     ctl = _controller(kube)
     ctl.indexes = kube.indexes()
-    asyncio.run(ctl.reconcile_all([key]))  # creates the children; no decision yet
+    asyncio.run(_reconcile(ctl, [key]))  # creates the children; no decision yet
     state = kube.objects[("RLJob", "ns", key[1])]["status"]
     assert isinstance(ctl.prom, FakePrometheus)
     ctl.prom.answers[("rollout", 0)] = [({}, 130.0)]
     ctl.prom.answers[("reward", 0)] = [({}, 40.0)]
     ctl.indexes = kube.indexes()
-    asyncio.run(ctl.reconcile_all([key], full=True))
+    asyncio.run(_reconcile(ctl, [key], full=True))
     after = kube.objects[("RLJob", "ns", key[1])]["status"]
     now = datetime.fromisoformat(after["pools"]["rollout"]["lastScaleTime"].replace("Z", "+00:00"))
     dry = what_if(

@@ -10,7 +10,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Protocol, cast
@@ -27,6 +27,7 @@ from rlop.engine import EngineClient, EngineError, gather_probes
 from rlop.expectations import Expectations, Refusal
 from rlop.kube.client import KubeError
 from rlop.kube.lease import Lease
+from rlop.kube.recorder import Recorder
 from rlop.plan.autoscale import Reading
 from rlop.plan.harvest import Departed, JobKey, departures
 from rlop.plan.job import JobObservation, JobPlan, owned, plan_pass, with_apply_errors
@@ -122,6 +123,7 @@ class Controller:
         self.prom = prom
         self.engine = engine or EngineClient()  # the serving pools' servers and routers
         self.tasks: set[asyncio.Task[None]] = set()
+        self.recorder = Recorder(kube.event)  # events are posted off the pass, as client-go does
         self.cfg = cfg
         self.lease = lease
         self.leading = lease is None
@@ -141,6 +143,7 @@ class Controller:
         self.wake.set()
 
     async def run(self) -> None:
+        self.spawn(self.recorder.run())
         next_full = time.monotonic()
         while True:
             with contextlib.suppress(TimeoutError):
@@ -327,7 +330,7 @@ class Controller:
         except EngineError as exc:
             ref = {"apiVersion": job.api_version, "kind": job.kind, "metadata": job.metadata.model_dump()}
             message = f"{update.pod} could not load v{update.version} from {update.model_path}: {exc.message}"
-            await self.post(ref, Event("Warning", R.WEIGHTS_UPDATE_FAILED, message))
+            self.recorder.record(ref, Event("Warning", R.WEIGHTS_UPDATE_FAILED, message))
             await asyncio.sleep(self.cfg.interval * 5)
         finally:
             self.expect.loaded(*key, update.version)
@@ -365,12 +368,12 @@ class Controller:
                     if event.pool is not None and event.reason in (R.SCALED_UP, R.SCALED_DOWN):
                         direction = "up" if event.reason == R.SCALED_UP else "down"
                         metrics.SCALE_DECISIONS.labels(*key, event.pool, direction).inc()
-                    await self.post(body, event)
+                    self.recorder.record(body, event)
                 before = find(job.status.conditions if job.status else [], R.SYNCED)
                 joined = "; ".join(errors)
                 if errors and (before is None or before.reason != R.APPLY_FAILED or before.message != joined):
                     for error in errors:  # once per new refusal, not every pass
-                        await self.post(body, Event("Warning", R.APPLY_FAILED, error))
+                        self.recorder.record(body, Event("Warning", R.APPLY_FAILED, error))
             except Exception:  # one job's failure must not stop the others
                 log.exception("Reconcile of RLJob %s/%s failed", *key)
                 metrics.RECONCILE_ERRORS.inc()
@@ -459,9 +462,7 @@ class Controller:
                 await attempt((REGISTER, pod), "router", self.engine.register(base, url))
             for update in sp.updates:
                 self.expect.load(ns, update.pod, update.version)
-                task = asyncio.create_task(self.load_weights(job, update))
-                self.tasks.add(task)
-                task.add_done_callback(self.tasks.discard)
+                self.spawn(self.load_weights(job, update))
                 done.add((LOAD, update.pod))
 
     async def taken(self, job: RLJob, kind: str, name: str) -> str | None:
@@ -495,22 +496,15 @@ class Controller:
             if status != old:
                 await self.kube.patch_status(meta["namespace"], meta["name"], status.model_dump(mode="json"))
                 self.expect.wrote_status(key, meta.get("uid"), status)
-                await self.post(body, Event("Warning", reason, message))
+                self.recorder.record(body, Event("Warning", reason, message))
         except (KubeError, ValidationError) as exc:
             log.warning("Could not report %s on %s/%s: %s", reason, meta["namespace"], meta["name"], exc)
 
-    async def post(self, body: Mapping[str, Any], event: Event) -> None:
-        try:
-            await self.kube.event(body, event.type, event.reason, event.message)
-        except KubeError as exc:  # events are best effort
-            log.warning("Could not post event %s: %s", event.reason, exc)
-        log.info(
-            "%s/%s %s: %s",
-            body["metadata"]["namespace"],
-            body["metadata"]["name"],
-            event.reason,
-            event.message,
-        )
+    def spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        """Run `work` beside the passes, holding a reference until it ends."""
+        task = asyncio.create_task(work)
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
 
 
 def _with_nulls(new: dict[str, Any], old: dict[str, Any] | None) -> dict[str, Any]:

@@ -7,6 +7,7 @@ while the operator is down (children go with them through owner references).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import logging
 from typing import Any
@@ -55,6 +56,8 @@ async def cleanup(memo: kopf.Memo, **_: Any) -> None:
             task.cancel()
     controller = memo.get("controller")
     if controller is not None:
+        with contextlib.suppress(TimeoutError):  # the events a pass recorded just before
+            await asyncio.wait_for(controller.recorder.flush(), 5)
         if controller.lease is not None:
             await controller.lease.release()
         await controller.kube.close()

@@ -19,6 +19,7 @@ PASS_SECONDS = Histogram(
 )
 RECONCILE_ERRORS = Counter("rlop_reconcile_errors_total", "Reconciles that raised an unexpected error.")
 API_WRITES = Counter("rlop_api_writes_total", "Writes to the Kubernetes API, by kind of write.", ["kind"])
+EVENTS_DROPPED = Counter("rlop_events_dropped_total", "Events dropped because the posting queue was full.")
 PROM_SECONDS = Histogram(
     "rlop_prometheus_query_duration_seconds",
     "Latency of one Prometheus HTTP query (a batch of instances of one template).",
