@@ -367,3 +367,20 @@ def test_a_replica_whose_server_died_or_restarted_is_judged_before_the_next_full
     assert (gate["status"], gate["reason"]) == ("False", reason), gate
     assert ("deregister", "w7") in engine.calls
     assert (("load", f"{url} v5") in engine.calls) == (served is not None)  # told to catch up at once
+
+
+def test_a_job_is_parsed_again_only_when_its_object_changes() -> None:
+    kube, ctl = _settled()
+    first = ctl.load(KEY)
+    assert first is not None and ctl.load(KEY) is not None
+    assert ctl.parse(KEY, first[0]) is ctl.parse(KEY, first[0])  # same resourceVersion: the cached model
+    body = kube.objects[("RLJob", "ns", "j")]
+    body["spec"]["pools"]["rollout"]["replicas"] = 2
+    kube.put(body)
+    ctl.indexes = kube.indexes()
+    loaded = ctl.load(KEY)
+    assert loaded is not None and not isinstance(loaded[1], Exception)
+    assert loaded[1].spec.pools.rollout is not None and loaded[1].spec.pools.rollout.replicas == 2
+    kube.objects.pop(("RLJob", "ns", "j"))
+    ctl.indexes = kube.indexes()
+    assert ctl.load(KEY) is None and KEY not in ctl.parsed
