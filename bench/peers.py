@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
 import re
 import tempfile
@@ -35,14 +34,13 @@ from typing import Any
 from rlop.dev.cluster import DevCluster, NodeSpec, default_nodes
 from rlop.dev.keda import Keda, scaled_object
 from rlop.dev.prometheus import DevPrometheus, Exporter
-from rlop.dev.stack import Stack, percentile
+from rlop.dev.stack import Stack, cpu_rss, percentile
 from rlop.prom.promql import instantiate
 
 QUERY = 'sum(bench_backlog{namespace="{{namespace}}",rljob="{{job}}",pool="{{pool}}"})'
 FAST = {"stabilizationWindowSeconds": 0, "policies": [{"type": "Pods", "value": 100, "periodSeconds": 1}]}
 BEHAVIOR = {"scaleUp": FAST, "scaleDown": FAST}
 TEMPLATE = {"spec": {"containers": [{"name": "c", "image": "img", "resources": {"requests": {"cpu": "10m"}}}]}}
-TICK = os.sysconf("SC_CLK_TCK")
 
 
 def rljob(name: str, ns: str) -> dict[str, Any]:
@@ -189,17 +187,6 @@ def prometheus_queries(prom: DevPrometheus) -> float:
         text = r.read().decode()
     return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
                if line.startswith("prometheus_http_requests_total{") and 'handler="/api/v1/query"' in line)  # fmt: skip
-
-
-def cpu_rss(pids: dict[str, int]) -> tuple[float, float]:
-    """CPU seconds so far and RSS (MiB) of these processes, together."""
-    cpu = rss = 0.0
-    for pid in pids.values():
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        cpu += (int(fields[11]) + int(fields[12])) / TICK
-        status = Path(f"/proc/{pid}/status").read_text()
-        rss += int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmRSS"))) / 1024
-    return cpu, rss
 
 
 def load(peer: Peer, cluster: DevCluster, prom: DevPrometheus, exporter: Exporter, counts: list[int],

@@ -1,15 +1,17 @@
 """rlop at scale: 200 RLJobs on 500 simulated nodes, on the real local control plane and Prometheus.
 
 Reports the reconcile latency per job (p50/p99) and the full-pass time (p50/p99/max), from exact timings,
-the operator's memory, and per interval its API writes and Prometheus queries, in steady state and while
-every job scales. Goal: pass p99 < 2 s while all 200 jobs scale.
+the operator's memory, per interval its API writes and Prometheus queries, and the CPU each process of the
+stack used (all on this one machine), in steady state and while every job scales. Goal: pass p99 < 2 s
+while all 200 jobs scale.
 
-    .venv/bin/python bench/scale.py [--jobs 200] [--nodes 500] [--interval 5]     # and --jobs 1000
+    .venv/bin/python bench/scale.py [--jobs 200] [--nodes 500] [--interval 5] [--concurrency N]  # and --jobs 1000
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import tempfile
 import time
 import urllib.request
@@ -18,7 +20,7 @@ from typing import Any
 
 from rlop.dev.cluster import NodeSpec
 from rlop.dev.operator_process import OperatorProcess
-from rlop.dev.stack import Stack, percentile
+from rlop.dev.stack import Stack, busy_seconds, cpu_rss, percentile
 
 QUERY = 'sum(scale_backlog{namespace="{{namespace}}",rljob="{{job}}",pool="{{pool}}"})'
 UTILIZATION = "max by (node) (scale_node_utilization)"
@@ -62,17 +64,12 @@ def totals(text: str) -> dict[str, float]:
     return out
 
 
-def rss_mib(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
-
-
-def window(op: OperatorProcess, seconds: float, interval: float) -> dict[str, float]:
+def window(op: OperatorProcess, pids: dict[str, int], seconds: float, interval: float) -> dict[str, float]:
     """The window's numbers from exact timings: /metrics read every 50 ms, so each full pass (and each batch
     of job reconciles) is seen alone and its duration is the growth of the histogram's _sum, not a bucket
-    bound: passes exactly, jobs as the exact mean of the reconciles between two reads."""
+    bound: passes exactly, jobs as the exact mean of the reconciles between two reads. Beside them, the CPU
+    each process of the stack used (cores busy on average), and the whole machine's."""
+    cpu0, busy0 = {name: cpu_rss({name: pid})[0] for name, pid in pids.items()}, busy_seconds()
     passes: list[float] = []
     jobs: list[float] = []  # one exact mean per read that saw reconciles, once per reconcile it covers
     first = last = totals(scrape(op))
@@ -88,7 +85,9 @@ def window(op: OperatorProcess, seconds: float, interval: float) -> dict[str, fl
             mean = (now["rlop_reconcile_duration_seconds_sum"] - last["rlop_reconcile_duration_seconds_sum"]) / k
             jobs += [mean] * int(k)
         last = now
-    intervals = (time.monotonic() - t0) / interval
+    elapsed = time.monotonic() - t0
+    intervals = elapsed / interval
+    cpu = {f"cpu {name}": (cpu_rss({name: pid})[0] - cpu0[name]) / elapsed for name, pid in pids.items()}
 
     def per_interval(name: str) -> float:
         return (last.get(name, 0.0) - first.get(name, 0.0)) / intervals
@@ -102,7 +101,9 @@ def window(op: OperatorProcess, seconds: float, interval: float) -> dict[str, fl
         "passes": float(len(passes)),
         "writes/interval": per_interval("rlop_api_writes_total"),
         "queries/interval": per_interval("rlop_prometheus_query_duration_seconds_count"),
-        "rss MiB": rss_mib(op.proc.pid) if op.proc else float("nan"),
+        "rss MiB": cpu_rss({"rlop": op.proc.pid})[1] if op.proc else float("nan"),
+        **cpu,
+        f"cpu machine /{os.cpu_count()}": (busy_seconds() - busy0) / elapsed,
     }  # fmt: skip
 
 
@@ -111,6 +112,7 @@ def main() -> None:
     p.add_argument("--jobs", type=int, default=200)
     p.add_argument("--nodes", type=int, default=500)
     p.add_argument("--interval", type=float, default=5.0)
+    p.add_argument("--concurrency", type=int, default=None, help="rlop run --concurrency (default: rlop's)")
     args = p.parse_args()
     work = Path(tempfile.mkdtemp(prefix="rlop-scale-"))
     cpu = [NodeSpec(f"cpu-{i}", cpu="32", labels={"rlop.dev/cpu-pool": "true"}) for i in range(args.nodes // 2)]
@@ -122,11 +124,14 @@ def main() -> None:
         cluster.kubectl("create", "namespace", "scale")
         for i in range(args.jobs):
             exporter.set("scale_backlog", 10, namespace="scale", rljob=f"j{i}", pool="rollout")
-        op = stack.operator(args.interval)
+        op = stack.operator(args.interval, *([f"--concurrency={args.concurrency}"] if args.concurrency else []))
+        assert op.proc is not None and stack.prometheus is not None and stack.prometheus.proc is not None
+        pids = {"rlop": op.proc.pid, **cluster.pids, "prometheus": stack.prometheus.proc.pid}
         started = time.monotonic()
         for i in range(0, args.jobs, 50):
             cluster.apply([rljob(j) for j in range(i, min(args.jobs, i + 50))])
-        print(f"{args.jobs} RLJobs, {args.nodes} nodes, interval {args.interval:g}s", flush=True)
+        print(f"{args.jobs} RLJobs, {args.nodes} nodes, interval {args.interval:g}s, concurrency "
+              f"{args.concurrency or 'default'}", flush=True)  # fmt: skip
         while True:
             jsonpath = "jsonpath={.items[*].status.phase}"
             phases = cluster.kubectl("-n", "scale", "get", "rljobs", "-o", jsonpath).stdout.split()
@@ -134,10 +139,10 @@ def main() -> None:
                 break
             time.sleep(5)
         print(f"all Running after {time.monotonic() - started:.0f}s", flush=True)
-        steady = window(op, 6 * args.interval, args.interval)
+        steady = window(op, pids, 6 * args.interval, args.interval)
         for i in range(args.jobs):
             exporter.set("scale_backlog", 30, namespace="scale", rljob=f"j{i}", pool="rollout")
-        scaling = window(op, 6 * args.interval, args.interval)
+        scaling = window(op, pids, 6 * args.interval, args.interval)
         print(f"\n{'':18} {'steady':>10} {'all scaling':>12}")
         for key in steady:
             print(f"{key:18} {steady[key]:10.3f} {scaling[key]:12.3f}")

@@ -66,7 +66,7 @@ async def cleanup(memo: kopf.Memo, **_: Any) -> None:
 
 
 @kopf.on.probe(id="reconcile_loop")
-def loop_alive(memo: Any, **_: Any) -> str:
+async def loop_alive(memo: Any, **_: Any) -> str:
     """Liveness: fail (and get restarted) if the reconcile loop ever stopped."""
     for name in ("loop_task", "lease_task"):
         if (task := memo.get(name)) is not None and task.done():
@@ -75,6 +75,8 @@ def loop_alive(memo: Any, **_: Any) -> str:
 
 
 # ---------------------------------------------------------------- indexes (kopf fills them before triggers)
+# Every handler is a coroutine: kopf runs a plain function in its thread pool, a hop per watch event (a
+# scale-up of 200 jobs brings thousands of pod events) and a poke of the loop's asyncio.Event from a thread.
 
 
 def _key(body: kopf.Body) -> tuple[str, str]:
@@ -87,45 +89,45 @@ def _owner(body: kopf.Body) -> tuple[str, str]:
 
 
 @kopf.index(GROUP, VERSION, PLURAL)
-def rljob_index(body: kopf.Body, **_: Any) -> dict[tuple[str, str], Any]:
+async def rljob_index(body: kopf.Body, **_: Any) -> dict[tuple[str, str], Any]:
     return {_key(body): copy.deepcopy(dict(body))}
 
 
 @kopf.index("pods", labels=OWNED)
-def job_pods(body: kopf.Body, **_: Any) -> dict[tuple[str, str], PodInfo]:
+async def job_pods(body: kopf.Body, **_: Any) -> dict[tuple[str, str], PodInfo]:
     return {_owner(body): pod_info(body)}
 
 
 @kopf.index("pods")
-def node_pods(body: kopf.Body, **_: Any) -> dict[str, PodInfo]:
+async def node_pods(body: kopf.Body, **_: Any) -> dict[str, PodInfo]:
     """Every live pod on the node it is bound (or pinned) to: what each node's capacity carries."""
     info = pod_info(body)
     return {info.on: info} if info.on and not info.terminal else {}
 
 
 @kopf.index("nodes")
-def node_index(body: kopf.Body, **_: Any) -> dict[str, NodeInfo]:
+async def node_index(body: kopf.Body, **_: Any) -> dict[str, NodeInfo]:
     info = node_info(body)
     return {info.name: info}
 
 
 @kopf.index("apps", "v1", "deployments", labels=OWNED)
-def job_deployments(body: kopf.Body, **_: Any) -> dict[tuple[str, str], ChildInfo]:
+async def job_deployments(body: kopf.Body, **_: Any) -> dict[tuple[str, str], ChildInfo]:
     return {_owner(body): child_info(body)}
 
 
 @kopf.index("apps", "v1", "statefulsets", labels=OWNED)
-def job_statefulsets(body: kopf.Body, **_: Any) -> dict[tuple[str, str], ChildInfo]:
+async def job_statefulsets(body: kopf.Body, **_: Any) -> dict[tuple[str, str], ChildInfo]:
     return {_owner(body): child_info(body)}
 
 
 @kopf.index("networking.k8s.io", "v1", "networkpolicies", labels=OWNED)
-def job_networkpolicies(body: kopf.Body, **_: Any) -> dict[tuple[str, str], ChildInfo]:
+async def job_networkpolicies(body: kopf.Body, **_: Any) -> dict[tuple[str, str], ChildInfo]:
     return {_owner(body): child_info(body)}
 
 
 @kopf.index("v1", "services", labels=OWNED)
-def job_services(body: kopf.Body, **_: Any) -> dict[tuple[str, str], ChildInfo]:
+async def job_services(body: kopf.Body, **_: Any) -> dict[tuple[str, str], ChildInfo]:
     return {_owner(body): child_info(body)}
 
 
@@ -133,7 +135,7 @@ def job_services(body: kopf.Body, **_: Any) -> dict[tuple[str, str], ChildInfo]:
 
 
 @kopf.on.event(GROUP, VERSION, PLURAL)
-def rljob_event(body: kopf.Body, memo: Any, **kwargs: Any) -> None:
+async def rljob_event(body: kopf.Body, memo: Any, **kwargs: Any) -> None:
     memo.controller.poke(_key(body), kwargs)
 
 
@@ -142,5 +144,5 @@ def rljob_event(body: kopf.Body, memo: Any, **kwargs: Any) -> None:
 @kopf.on.event("apps", "v1", "statefulsets", labels=OWNED)
 @kopf.on.event("networking.k8s.io", "v1", "networkpolicies", labels=OWNED)
 @kopf.on.event("v1", "services", labels=OWNED)
-def child_event(body: kopf.Body, memo: Any, **kwargs: Any) -> None:
+async def child_event(body: kopf.Body, memo: Any, **kwargs: Any) -> None:
     memo.controller.poke(_owner(body), kwargs)

@@ -3,7 +3,8 @@ PriorityClass, an exporter, a Prometheus scraping it, and operator processes; to
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import os
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 
@@ -60,3 +61,23 @@ def percentile(values: Sequence[float], q: float) -> float:
     """The q-quantile by nearest rank (nan for no values)."""
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))] if ordered else float("nan")
+
+
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_rss(pids: Mapping[str, int]) -> tuple[float, float]:
+    """CPU seconds so far and RSS (MiB) of these processes, together."""
+    cpu = rss = 0.0
+    for pid in pids.values():
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        cpu += (int(fields[11]) + int(fields[12])) / TICK
+        status = Path(f"/proc/{pid}/status").read_text()
+        rss += int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmRSS"))) / 1024
+    return cpu, rss
+
+
+def busy_seconds() -> float:
+    """CPU seconds the whole machine has spent busy (every core, /proc/stat: all but idle and iowait)."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    return (sum(fields[:8]) - fields[3] - fields[4]) / TICK
