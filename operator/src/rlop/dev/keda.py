@@ -86,6 +86,7 @@ class Keda:
     workdir: Path
     ports: dict[str, int] = field(default_factory=dict)
     procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    client: tuple[str, ...] = ()  # client-go rate flags for both (--kube-api-qps/--kube-api-burst; KEDA's: 20/30)
 
     def start(self, timeout: float = 120) -> Keda:
         if not (bin_dir() / "keda").exists():
@@ -105,13 +106,13 @@ class Keda:
                     f"--metrics-service-bind-address=127.0.0.1:{self.ports['grpc']}",
                     f"--metrics-bind-address=127.0.0.1:{self.ports['metrics']}",
                     f"--health-probe-bind-address=127.0.0.1:{self.ports['probe']}",
-                    "--zap-log-level=error")  # fmt: skip
+                    "--zap-log-level=error", *self.client)  # fmt: skip
         address = host_address()
         self._spawn("keda-adapter", env, f"--cert-dir={certs}", f"--secure-port={self.ports['adapter']}",
                     f"--bind-address={address}", f"--port={self.ports['adapter_metrics']}",
                     f"--metrics-service-address=localhost:{self.ports['grpc']}",
                     f"--lister-kubeconfig={kubeconfig}", f"--authentication-kubeconfig={kubeconfig}",
-                    f"--authorization-kubeconfig={kubeconfig}", "--zap-log-level=error")  # fmt: skip
+                    f"--authorization-kubeconfig={kubeconfig}", "--zap-log-level=error", *self.client)  # fmt: skip
         self.cluster.apply(apiservice(address, self.ports["adapter"]))
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
