@@ -313,9 +313,10 @@ def plan_harvest(
 
     mine: dict[JobKey, list[PodInfo]] = {}
     drain: dict[JobKey, list[tuple[str, str]]] = {d.key: [] for d in demands}
+    order = {(p.namespace, p.name): i for i, p in enumerate(alive)}  # a job's pods by lookup, in alive's order
     for d in demands:
-        names = {(p.namespace, p.name) for p in d.own}
-        mine[d.key] = [p for p in alive if (p.namespace, p.name) in names - out_now]
+        names = {(p.namespace, p.name) for p in d.own} - out_now
+        mine[d.key] = [alive[i] for i in sorted(order[n] for n in names if n in order)]
         down = _scale_down(mine[d.key], d.wanted)
         extra = [(p.name, "scaled down") for p in down]
         over = _drained(d, gone, now)
@@ -332,10 +333,13 @@ def plan_harvest(
             harvest[p.on] += p.requests.get("cpu", 0.0)
 
     pending = []
+    opened: dict[tuple[int, str], list[str]] = {}  # the nodes a pod shape may go to, once per rooms and shape
     for d in demands:
         target = min(d.wanted, d.floor) if not d.utilization else d.wanted
-        open_nodes = {n for n in rooms[d.key] if by_name[n].schedulable and feasible(d.template, by_name[n])}
-        caps = {n: rooms[d.key][n].place for n in open_nodes}
+        shape = (id(rooms[d.key]), repr((sorted(d.template.node_selector.items()), d.template.tolerations)))
+        if shape not in opened:
+            opened[shape] = [n for n in rooms[d.key] if feasible(d.template, by_name[n])]
+        caps = {n: rooms[d.key][n].place for n in opened[shape]}
         pending.append(_Kind(d.key, max(0, target - len(mine[d.key])), d.template.requests, caps))
     free = free_capacity(nodes, bound)  # pods leaving this pass still hold their requests until gone
     chosen = pack(pending, free, harvest)
