@@ -180,6 +180,13 @@ def main() -> None:
                 break
             time.sleep(5)
         print(f"all Running after {time.monotonic() - started:.0f}s", flush=True)
+        writes = totals(scrape(op)).get("rlop_api_writes_total", 0.0)
+        while time.monotonic() - started < 1500:  # settled: two intervals without a write (pods placed, ready)
+            time.sleep(2 * args.interval)
+            writes, before = totals(scrape(op)).get("rlop_api_writes_total", 0.0), writes
+            if writes == before:
+                break
+        print(f"settled after {time.monotonic() - started:.0f}s", flush=True)
         steady = window(op, pids, 6 * args.interval, args.interval)
         for i in range(args.jobs):
             exporter.set("scale_backlog", 30, namespace="scale", rljob=f"j{i}", pool="rollout")
