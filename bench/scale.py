@@ -113,7 +113,7 @@ def window(
     }  # fmt: skip
 
 
-SERVER_SET = ("status", "uid", "resourceVersion", "generation", "creationTimestamp", "managedFields")
+SERVER_SET = ("uid", "resourceVersion", "generation", "creationTimestamp", "managedFields")  # metadata an apply omits
 
 
 async def replay(cluster: DevCluster, jobs: int, replicas: int, concurrency: int, status: bool) -> float:
@@ -127,7 +127,7 @@ async def replay(cluster: DevCluster, jobs: int, replicas: int, concurrency: int
     statuses = await asyncio.gather(*(kube.get("RLJob", "scale", n) for n in names)) if status else []
     for deployment in deployments:
         deployment.pop("status", None)
-        for key in ("uid", "resourceVersion", "generation", "creationTimestamp", "managedFields"):
+        for key in SERVER_SET:
             deployment["metadata"].pop(key, None)
         deployment["spec"]["replicas"] = replicas
     for job in statuses:
