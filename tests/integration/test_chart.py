@@ -125,6 +125,7 @@ def test_unneeded_verbs_are_denied(cluster: DevCluster, chart_sa: Path, verb: tu
 def test_needed_verbs_are_granted(cluster: DevCluster, chart_sa: Path) -> None:
     needed = [("watch", "nodes"), ("list", "pods", "-A"), ("patch", "rljobs.rlop.dev", "--subresource=status"),
               ("create", "pods", "--subresource=eviction"), ("patch", "deployments"), ("create", "events"),
+              ("patch", "deployments", "--subresource=scale"), ("patch", "statefulsets", "--subresource=scale"),
               ("patch", "pods", "--subresource=status")]  # fmt: skip
     for verb in needed:
         assert can_i(cluster, *verb), verb

@@ -66,6 +66,28 @@ def test_hand_edits_of_children_are_reverted_with_an_event(k: Kubectl, operator:
     assert sum(r == "DriftCorrected" for r in reasons(k, "conv")) == before
 
 
+def test_a_change_of_replicas_alone_is_one_scale_write_and_the_template_is_untouched(
+    k: Kubectl, operator: Operator
+) -> None:
+    k.apply(job("sc"))
+    wait_for(lambda: synced(k, "sc").get("status") == "True" and k.get("deployment", "sc-rollout"), 60,
+             "children applied")  # fmt: skip
+    time.sleep(2)
+    before, scales = k.get("deployment", "sc-rollout"), operator.metric("rlop_api_writes_total", 'kind="scale"')
+    k("patch", "rljob", "sc", "--type=merge", "-p", json.dumps({"spec": {"pools": {"rollout": {"replicas": 3}}}}))
+    wait_for(lambda: k.get("deployment", "sc-rollout")["spec"]["replicas"] == 3, 30, "the rollout scaled to 3")
+    time.sleep(3)  # a pass that took the scale for a hand edit would re-apply now
+    after = k.get("deployment", "sc-rollout")
+    assert after["metadata"]["generation"] == before["metadata"]["generation"] + 1  # one write, as rlop expects
+    assert after["spec"]["template"] == before["spec"]["template"]
+    assert after["metadata"]["annotations"] == before["metadata"]["annotations"]  # the same rendering
+    assert any(f.get("subresource") == "scale" and f["manager"] == "rlop" for f in after["metadata"]["managedFields"])
+    assert operator.metric("rlop_api_writes_total", 'kind="scale"') == scales + 1
+    events = [(e["reason"], e["message"]) for e in k.events("sc")]
+    assert ("Updated", "Updated Deployment sc-rollout: replicas 1 -> 3") in events, events
+    assert "DriftCorrected" not in reasons(k, "sc")
+
+
 def test_objects_rlop_did_not_create_are_never_touched(k: Kubectl, operator: Operator) -> None:
     mine = {"rlop.dev/job": "own", "rlop.dev/pool": "tensorboard"}
     k.apply({"apiVersion": "apps/v1", "kind": "Deployment",

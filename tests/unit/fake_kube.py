@@ -75,6 +75,19 @@ class FakeKube:
         self.writes.append(("apply", f"{kind}/{meta['name']}"))
         return copy.deepcopy(self.put(new))
 
+    async def scale(self, kind: str, namespace: str, name: str, replicas: int) -> Any:
+        self._call("scale", kind, name)
+        obj = self.objects.get((kind, namespace, name))
+        if obj is None:
+            raise KubeError(404, f'{kind.lower()}s "{name}" not found')
+        if obj["spec"].get("replicas") != replicas:
+            obj["spec"]["replicas"] = replicas
+            self.put(obj)
+            self.writes.append(("scale", f"{kind}/{name}"))
+        meta = obj["metadata"]  # a Scale carries no generation
+        return {"kind": "Scale", "metadata": {"name": name, "resourceVersion": meta["resourceVersion"]},
+                "spec": {"replicas": replicas}}  # fmt: skip
+
     async def get(self, kind: str, namespace: str, name: str) -> Any:
         return copy.deepcopy(self.objects.get((kind, namespace, name)))
 

@@ -131,6 +131,43 @@ def test_a_hand_edit_is_reverted_with_one_event() -> None:
     assert kube.events == []
 
 
+def _set_rollout_replicas(kube: FakeKube, replicas: int) -> None:
+    body = kube.objects[("RLJob", "ns", "j")]
+    body["spec"]["pools"]["rollout"]["replicas"] = replicas
+    kube.put(body)
+
+
+def test_a_change_of_replicas_alone_is_written_through_scale_and_not_again() -> None:
+    kube, ctl = _settled()
+    _set_rollout_replicas(kube, 3)
+    _pass(ctl, kube)
+    assert [w for w in kube.writes if w[0] != "status"] == [("scale", "Deployment/j-rollout")]
+    assert kube.objects[("Deployment", "ns", "j-rollout")]["spec"]["replicas"] == 3
+    assert _reasons(kube) == ["Updated"]
+    kube.writes.clear()
+    ctl.expect.clock.now += WATCH_LAG  # type: ignore[attr-defined]
+    _pass(ctl, kube)  # the generation the scale left is the one rlop remembers: not taken for a hand edit
+    assert kube.writes == []
+
+
+def test_while_the_watch_lags_behind_a_scale_the_next_is_a_scale_too_and_no_drift() -> None:
+    kube, ctl = _settled()
+    before = kube.indexes()
+    _set_rollout_replicas(kube, 3)
+    _pass(ctl, kube)
+    _set_rollout_replicas(kube, 4)
+    kube.writes.clear()
+    kube.events.clear()
+    ctl.indexes = {**kube.indexes(), "job_deployments": before["job_deployments"]}  # still 1 replica, generation 1
+    _pass(ctl, kube, watched=False)
+    assert [w for w in kube.writes if w[0] != "status"] == [("scale", "Deployment/j-rollout")]
+    assert kube.objects[("Deployment", "ns", "j-rollout")]["spec"]["replicas"] == 4
+    assert "DriftCorrected" not in _reasons(kube)
+    kube.writes.clear()
+    _pass(ctl, kube)
+    assert kube.writes == []
+
+
 def test_after_a_restart_children_are_reapplied_once_and_nothing_is_reported() -> None:
     kube, _ = _settled()
     ctl = _controller(kube)  # a new process: no memory of its own writes

@@ -5,10 +5,14 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
+import pytest
+
 from rlop.api.models import PoolStatus, RLJobStatus
 from rlop.plan.job import JobObservation, base_replicas, owned, plan_job, plan_pass, with_apply_errors
 from rlop.plan.observed import ChildInfo, Owner, child_info
 from rlop.plan.readings import JobReadings
+from rlop.plan.scaling import Scaling
+from rlop.plan.status import Event
 
 from .builders import container, job, node, pod
 
@@ -127,6 +131,51 @@ def test_a_child_changed_outside_rlop_is_reapplied_and_unknown_versions_are_chec
     assert not {"Created", "Updated"} & {e.reason for e in plan.events}  # DriftCorrected only if the apply moved it
     restarted = plan_job(JobObservation(j, children=children, nodes=NODES), NOW)  # nothing remembered
     assert sorted(restarted.drift) == sorted(children)
+
+
+ROLLOUT = ("Deployment", "j-rollout")
+SCALED_UP = Scaling({"trainer": 2, "rollout": 3}, events=[Event("Normal", "ScaledUp", "1 -> 3", pool="rollout")])
+
+
+@pytest.mark.parametrize(
+    ("case", "rollout", "image", "seen", "written", "scaling", "apply", "scale", "updated"),
+    [
+        ("a fixed pool's replicas alone: scaled, and said", 3, "img", "g1", "g1", None, [], [ROLLOUT],
+         ["Updated Deployment j-rollout: replicas 1 -> 3"]),
+        ("an autoscaled pool's: scaled, its ScaledUp says why", 1, "img", "g1", "g1", SCALED_UP, [], [ROLLOUT], []),
+        ("replicas and template: one apply of the whole", 3, "other", "g1", "g1", None, [ROLLOUT], [],
+         ["Updated Deployment j-rollout"]),
+        ("replicas after a hand edit: applied whole, reverting it", 3, "img", "g2", "g1", None, [ROLLOUT], [], []),
+        ("replicas, nothing remembered (a restart): applied whole", 3, "img", "g1", None, None, [ROLLOUT], [], []),
+        ("nothing changed: nothing written", 1, "img", "g1", "g1", None, [], [], []),
+    ],
+)  # fmt: skip
+def test_a_change_of_replicas_alone_is_a_scale_and_anything_else_an_apply(
+    case: str, rollout: int, image: str, seen: str, written: str | None, scaling: Scaling | None,
+    apply: list[tuple[str, str]], scale: list[tuple[str, str]], updated: list[str],
+) -> None:  # fmt: skip
+    first, children = _settled(job(), [])
+    pool = {"replicas": rollout, "template": {"spec": {"containers": [{**container(), "image": image}]}}}
+    j = job(rollout=pool).model_copy(update={"status": first.status})
+    children = {key: replace(c, version="g1") for key, c in children.items()}
+    children[ROLLOUT] = replace(children[ROLLOUT], version=seen)
+    remembered = {key: "g1" for key in children if written}
+    plan = plan_job(JobObservation(j, children=children, nodes=NODES, written=remembered), NOW, scaling)
+    keys = [(m["kind"], m["metadata"]["name"]) for m in plan.apply]
+    assert [k for k in keys if k == ROLLOUT] == apply, case
+    assert [(m["kind"], m["metadata"]["name"]) for m in plan.scale] == scale, case
+    assert [m["spec"]["replicas"] for m in plan.scale] == [3] * len(scale), case
+    assert [e.message for e in plan.events if e.reason == "Updated"] == updated, case
+
+
+def test_suspending_scales_the_children_to_zero_without_rewriting_them() -> None:
+    first, children = _settled(job(), [])
+    children = {key: replace(c, version="g1") for key, c in children.items()}
+    j = job(suspend=True).model_copy(update={"status": first.status})
+    plan = plan_job(JobObservation(j, children=children, nodes=NODES, written=dict.fromkeys(children, "g1")), NOW)
+    assert plan.apply == []
+    assert {(m["kind"], m["metadata"]["name"], m["spec"]["replicas"]) for m in plan.scale} == {
+        ("StatefulSet", "j-trainer", 0), ("Deployment", "j-rollout", 0)}  # fmt: skip
 
 
 def test_only_what_the_job_owns_is_its_own() -> None:

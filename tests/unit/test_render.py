@@ -62,14 +62,16 @@ def test_discovery_env_is_injected_and_user_env_wins() -> None:
     assert any(e["name"] == "RLOP_TRAINER_RANK" for e in trainer_env)
 
 
-def test_hash_is_stable_and_tracks_changes() -> None:
+def test_hash_is_stable_tracks_the_rendering_and_leaves_out_the_replicas() -> None:
     a = render(job(), {"trainer": 2, "rollout": 1})
     b = render(job(), {"trainer": 2, "rollout": 1})
-    c = render(job(), {"trainer": 2, "rollout": 3})
-    hashes = [[o["metadata"]["annotations"][HASH_ANNOTATION] for o in objs] for objs in (a, b, c)]
-    assert hashes[0] == hashes[1]
-    assert hashes[0][2] != hashes[2][2]  # the rollout Deployment
-    assert hashes[0][0] == hashes[2][0]  # the trainer did not change
+    c = render(job(), {"trainer": 2, "rollout": 3})  # a scale: written through /scale, not a new rendering
+    other = {"replicas": 1, "template": {"spec": {"containers": [{**container(), "image": "other"}]}}}
+    d = render(job(rollout=other), {"trainer": 2, "rollout": 1})
+    hashes = [[o["metadata"]["annotations"][HASH_ANNOTATION] for o in objs] for objs in (a, b, c, d)]
+    assert hashes[0] == hashes[1] == hashes[2]
+    assert hashes[0][2] != hashes[3][2]  # the rollout Deployment's template changed
+    assert hashes[0][0] == hashes[3][0]  # the trainer did not
     assert spec_hash({"a": 1}) == spec_hash({"a": 1})
 
 

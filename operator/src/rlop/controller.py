@@ -31,7 +31,16 @@ from rlop.kube.recorder import Recorder
 from rlop.plan.autoscale import Reading
 from rlop.plan.harvest import Departed, JobKey, departures
 from rlop.plan.job import JobObservation, JobPlan, owned, plan_pass, with_apply_errors
-from rlop.plan.observed import ChildInfo, NodeInfo, PodInfo, controller_owner, owned_by, pod_info, version
+from rlop.plan.observed import (
+    ChildInfo,
+    NodeInfo,
+    PodInfo,
+    controller_owner,
+    next_generation,
+    owned_by,
+    pod_info,
+    version,
+)
 from rlop.plan.readings import Answer, JobReadings, QueryKey, queries, read
 from rlop.plan.render import Manifest
 from rlop.plan.serving import ServingObservation, Update, suspect, url_of
@@ -63,6 +72,7 @@ class Kube(Protocol):
     """The writes and reads the loop makes besides the watches (rlop.kube.client.KubeClient)."""
 
     async def apply(self, manifest: Manifest) -> Any: ...
+    async def scale(self, kind: str, namespace: str, name: str, replicas: int) -> Any: ...
     async def get(self, kind: str, namespace: str, name: str) -> Any: ...
     async def bound_pods(self) -> list[Any]: ...
     async def delete(self, kind: str, namespace: str, name: str) -> None: ...
@@ -309,7 +319,8 @@ class Controller:
         labelled: dict[tuple[str, str], ChildInfo] = {
             (c.kind, c.name): c for name in CHILD_INDEXES for c in idx[name].get(key, [])
         }
-        children, pods = owned(job, labelled, list(idx["job_pods"].get(key, [])))
+        owned_children, pods = owned(job, labelled, list(idx["job_pods"].get(key, [])))
+        children = self.expect.children(key, owned_children)
         written = self.expect.versions(key, children)
         pods = self.expect.pods(pods, job=key)
         return JobObservation(job, children, pods, view.nodes, view.pods, utilization, problem, written, self.departed)
@@ -422,8 +433,6 @@ class Controller:
         for manifest in plan.apply:
             child = (manifest["kind"], manifest["metadata"]["name"])
             digest = manifest["metadata"]["annotations"][HASH_ANNOTATION]
-            if child in obs.children and self.expect.just_applied(key, child, digest):
-                continue  # just written; the watch has not delivered it yet
             try:  # not attempt(): an apply returns the version it left, and a 404 (no namespace) is a refusal
                 if child not in obs.children and child[0] != "Pod" and (taken := await self.taken(job, *child)):
                     errors.append(Refusal(*child, taken))
@@ -435,7 +444,7 @@ class Controller:
                     self.expect.created(ns, child[1], ok=False)
                 continue
             after = version(result or {})
-            self.expect.applied(key, child, digest, after)
+            self.expect.applied(key, child, digest, after, (manifest.get("spec") or {}).get("replicas"))
             done.add(child)
             if child[0] == "Pod":
                 self.expect.created(ns, child[1], ok=True)
@@ -443,6 +452,11 @@ class Controller:
                 message = f"reverted {child[0]} {child[1]}: its spec was changed outside rlop"
                 corrected.append(Event("Normal", R.DRIFT_CORRECTED, message))
             metrics.API_WRITES.labels("apply").inc()
+        for manifest in plan.scale:
+            child, replicas = (manifest["kind"], manifest["metadata"]["name"]), manifest["spec"]["replicas"]
+            if await attempt(child, "scale", self.kube.scale(child[0], ns, child[1], replicas)):
+                after = next_generation(obs.children[child].version)
+                self.expect.applied(key, child, manifest["metadata"]["annotations"][HASH_ANNOTATION], after, replicas)
         for kind, name in plan.delete:
             await attempt((kind, name), "delete", self.kube.delete(kind, ns, name))
 

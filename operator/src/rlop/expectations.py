@@ -16,7 +16,7 @@ from rlop.api.models import RLJobStatus
 from rlop.api.names import CHECKPOINT_NOW_ANNOTATION, DRAIN_ANNOTATION, DRAIN_REASON_ANNOTATION
 from rlop.plan.harvest import JobKey
 from rlop.plan.job import ChildKey
-from rlop.plan.observed import PodInfo
+from rlop.plan.observed import ChildInfo, PodInfo
 
 WATCH_LAG = 10.0  # seconds to trust our own write over a watch that has not caught up
 PodKey = tuple[str, str]  # (namespace, name)
@@ -34,7 +34,8 @@ class Refusal(NamedTuple):
 class Applied:
     digest: str  # the spec-hash applied
     at: float  # monotonic time of the apply
-    version: str | None  # the child's spec version the apply left (generation, or resourceVersion)
+    version: str | None  # the child's spec version the write left (generation, or resourceVersion)
+    replicas: int | None  # the replicas it set
 
 
 class Expectations:
@@ -68,13 +69,21 @@ class Expectations:
 
     # ---------------------------------------------------------------- children
 
-    def applied(self, key: JobKey, child: ChildKey, digest: str, version: str | None) -> None:
-        self._applied.setdefault(key, {})[child] = Applied(digest, self.clock(), version)
+    def applied(self, key: JobKey, child: ChildKey, digest: str, version: str | None, replicas: int | None) -> None:
+        """rlop applied (or scaled) a child: `digest` is its rendering's spec-hash."""
+        self._applied.setdefault(key, {})[child] = Applied(digest, self.clock(), version, replicas)
 
-    def just_applied(self, key: JobKey, child: ChildKey, digest: str) -> bool:
-        """Was this very rendering applied moments ago (the watch may not have delivered it yet)?"""
-        a = self._applied.get(key, {}).get(child)
-        return a is not None and a.digest == digest and self.clock() - a.at < WATCH_LAG
+    def children(self, key: JobKey, watched: Mapping[ChildKey, ChildInfo]) -> dict[ChildKey, ChildInfo]:
+        """Children as the watch shows them, corrected by rlop's writes of moments ago that it has not shown
+        yet: seen as written (not written again, nor taken for a hand edit), and not yet observed by their
+        own controller either."""
+        mine, now, out = self._applied.get(key, {}), self.clock(), dict(watched)
+        for child, seen in watched.items():
+            a = mine.get(child)
+            if a is not None and now - a.at < WATCH_LAG and a.version != seen.version:
+                replicas = seen.replicas if a.replicas is None else a.replicas
+                out[child] = replace(seen, spec_hash=a.digest, version=a.version, replicas=replicas, up_to_date=False)
+        return out
 
     def versions(self, key: JobKey, children: Iterable[ChildKey]) -> dict[ChildKey, str]:
         """The spec version rlop's own last apply left on each child it remembers applying."""

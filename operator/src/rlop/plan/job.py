@@ -10,7 +10,13 @@ from datetime import datetime
 
 from rlop.api import reasons as R
 from rlop.api.models import FINISHED, Phase, PoolStatus, RLJob, RLJobStatus, SandboxPool
-from rlop.api.names import CHECKPOINT_NOW_ANNOTATION, DRAIN_ANNOTATION, DRAIN_REASON_ANNOTATION, HASH_ANNOTATION
+from rlop.api.names import (
+    CHECKPOINT_NOW_ANNOTATION,
+    DRAIN_ANNOTATION,
+    DRAIN_REASON_ANNOTATION,
+    HASH_ANNOTATION,
+    POOL_LABEL,
+)
 from rlop.api.pools import HARVESTED, autoscaled, fixed_replicas, harvested, pools, serving
 from rlop.plan.gang import GangDecision, plan_gang
 from rlop.plan.harvest import Departed, HarvestPlan, JobKey, SandboxDemand, plan_harvest
@@ -65,6 +71,7 @@ class JobPlan:
     pod_costs: Mapping[str, int] = field(default_factory=dict)  # deletion costs to set before scaling down
     marks: Mapping[str, Mapping[str, str]] = field(default_factory=dict)  # pod -> annotations: drain, checkpoint
     serving: Mapping[str, ServingPlan] = field(default_factory=dict)  # serving pool -> gates, updates, router
+    scale: list[Manifest] = field(default_factory=list)  # children whose replicas alone changed: /scale writes
 
 
 def base_replicas(job: RLJob) -> dict[str, int]:
@@ -84,23 +91,38 @@ def base_replicas(job: RLJob) -> dict[str, int]:
 
 def _diff(
     desired: list[Manifest], children: Mapping[ChildKey, ChildInfo], written: Mapping[ChildKey, str]
-) -> tuple[list[Manifest], list[ChildKey], list[Event]]:
-    """What to apply: new children, changed renderings, and children whose spec version is not the one
-    rlop's own last apply left (a hand edit, or unknown after a restart: re-applying unchanged fields
-    writes nothing)."""
-    writes, drift, events = [], [], []
+) -> tuple[list[Manifest], list[Manifest], list[ChildKey], list[Event]]:
+    """What to write: new children and changed renderings, applied whole; children whose spec version is
+    not the one rlop's own last write left (a hand edit, or unknown after a restart: re-applying unchanged
+    fields writes nothing), applied whole too; children whose replicas alone differ, scaled (their /scale
+    subresource: a far smaller write than the whole spec)."""
+    writes, scale, drift, events = [], [], [], []
     for manifest in desired:
         key = (manifest["kind"], manifest["metadata"]["name"])
         seen = children.get(key)
         if seen is not None and seen.spec_hash == manifest["metadata"]["annotations"][HASH_ANNOTATION]:
+            replicas = (manifest.get("spec") or {}).get("replicas")
             if written.get(key) != seen.version:
                 writes.append(manifest)
                 drift.append(key)
+            elif replicas is not None and replicas != seen.replicas:
+                scale.append(manifest)
             continue
         writes.append(manifest)
         verb = R.CREATED if seen is None else R.UPDATED
         events.append(Event("Normal", verb, f"{verb} {key[0]} {key[1]}", needs=(key,)))
-    return writes, drift, events
+    return writes, scale, drift, events
+
+
+def _scale_events(scale: list[Manifest], children: Mapping[ChildKey, ChildInfo], said: set[str]) -> list[Event]:
+    """One event per scale write that no scaling decision explains (a fixed pool's new replicas, a suspend)."""
+    out = []
+    for m in scale:
+        key, pool = (m["kind"], m["metadata"]["name"]), m["metadata"]["labels"].get(POOL_LABEL)
+        if pool not in said:
+            message = f"{R.UPDATED} {key[0]} {key[1]}: replicas {children[key].replicas} -> {m['spec']['replicas']}"
+            out.append(Event("Normal", R.UPDATED, message, needs=(key,)))
+    return out
 
 
 def owned(
@@ -154,7 +176,8 @@ def plan_job(
     replicas = scaling.replicas
     served = _plan_serving(obs, scaling, now)
     desired = render(job, {**replicas, **{pool: sp.replicas for pool, sp in served.items()}}, life.restarts)
-    writes, drift, events = _diff(desired, obs.children, obs.written)
+    writes, scale, drift, events = _diff(desired, obs.children, obs.written)
+    events += _scale_events(scale, obs.children, {e.pool for e in scaling.events if e.pool})
     wanted = {(m["kind"], m["metadata"]["name"]) for m in desired}
     delete = sorted(set(obs.children) - wanted)
     events += [Event("Normal", R.DELETED, f"Deleted {k} {n}: no longer implied by the spec", needs=((k, n),))
@@ -241,7 +264,8 @@ def plan_job(
         status.policy_version = int(policy)
     events += _transitions(old, status)
     costs = {**scaling.pod_costs, **{pod: c for sp in served.values() for pod, c in sp.costs.items()}}
-    return JobPlan(writes, drift, delete, list(gang.release), delete_pods, evict, status, events, costs, marks, served)
+    return JobPlan(writes, drift, delete, list(gang.release), delete_pods, evict, status, events, costs, marks, served,
+                   scale)  # fmt: skip
 
 
 def _plan_serving(obs: JobObservation, scaling: Scaling, now: datetime) -> dict[str, ServingPlan]:

@@ -224,6 +224,12 @@ def version(body: Raw) -> str | None:
     return f"g{generation}" if generation else meta.get("resourceVersion")
 
 
+def next_generation(version: str | None) -> str | None:
+    """The spec version a change of replicas leaves on a child at `version` (a /scale write's answer
+    carries no generation); None if `version` is not a generation."""
+    return f"g{int(version[1:]) + 1}" if version and version.startswith("g") else None
+
+
 def _pinned_host(spec: Raw) -> str | None:
     required = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
         "requiredDuringSchedulingIgnoredDuringExecution"

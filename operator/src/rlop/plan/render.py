@@ -74,6 +74,10 @@ def pool_labels(job: str, pool: str) -> dict[str, str]:
 
 
 def spec_hash(manifest: Manifest) -> str:
+    """A digest of the rendering, but its replica count: a change of replicas alone is a scale, written
+    through the /scale subresource, not a new rendering."""
+    if "replicas" in (manifest.get("spec") or {}):
+        manifest = {**manifest, "spec": {k: v for k, v in manifest["spec"].items() if k != "replicas"}}
     body = json.dumps(manifest, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(body.encode()).hexdigest()[:16]
 
