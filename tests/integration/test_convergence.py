@@ -81,7 +81,8 @@ def test_a_change_of_replicas_alone_is_one_scale_write_and_the_template_is_untou
     assert after["metadata"]["generation"] == before["metadata"]["generation"] + 1  # one write, as rlop expects
     assert after["spec"]["template"] == before["spec"]["template"]
     assert after["metadata"]["annotations"] == before["metadata"]["annotations"]  # the same rendering
-    assert any(f.get("subresource") == "scale" and f["manager"] == "rlop" for f in after["metadata"]["managedFields"])
+    shown = json.loads(k("get", "deployment", "sc-rollout", "-o", "json", "--show-managed-fields").stdout)
+    assert any(f.get("subresource") == "scale" and f["manager"] == "rlop" for f in shown["metadata"]["managedFields"])
     assert operator.metric("rlop_api_writes_total", 'kind="scale"') == scales + 1
     events = [(e["reason"], e["message"]) for e in k.events("sc")]
     assert ("Updated", "Updated Deployment sc-rollout: replicas 1 -> 3") in events, events
