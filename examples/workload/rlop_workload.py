@@ -108,6 +108,13 @@ def post(url: str, body: dict[str, Any], timeout: float = 30) -> dict[str, Any]:
         return json.loads(resp.read() or b"{}")  # type: ignore[no-any-return]
 
 
+def _body(e: urllib.error.HTTPError) -> str:
+    """The start of an HTTP error's body (what the server said), for the log."""
+    with contextlib.suppress(OSError):
+        return e.read(300).decode(errors="replace")
+    return ""
+
+
 def infrastructure(e: Exception) -> bool:
     """A failure of the way to a replica, not of the request (a 502, 503 or 504, a refused, reset or cut
     connection, a timeout): worth another attempt, on whichever replica the router or Service picks."""
@@ -650,10 +657,12 @@ class Controller:
         """One generation: an infrastructure failure is retried (as a check is); None when the sample is lost.
         A reply from weights more than RLOP_ROLLOUT_MAX_STALENESS versions behind the policy counts as stale."""
         outcome = self.generations.labels
+        why = ""
         for attempt in range(attempts):
             try:
                 reply = post(f"{url}/generate", {"text": prompt, "sampling_params": {"max_new_tokens": 8}})
             except (OSError, ValueError, http.client.HTTPException) as e:
+                why = f"{e}: {_body(e)}" if isinstance(e, urllib.error.HTTPError) else repr(e)
                 if not infrastructure(e):
                     break
                 outcome(**LABELS, outcome="retried").inc()
@@ -664,6 +673,7 @@ class Controller:
                 outcome(**LABELS, outcome="stale").inc()
             return reply
         outcome(**LABELS, outcome="lost").inc()
+        print(f"generation lost after {attempt + 1} attempts: {why}", file=sys.stderr, flush=True)
         return None
 
     def collect(self, sample: dict[str, Any]) -> None:

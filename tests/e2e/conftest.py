@@ -29,6 +29,8 @@ DIAGNOSTICS = (  # what a failed kind test leaves in its report: enough to tell 
     ("pods", ("get", "pods", "-A", "-o", "wide")),
     ("events", ("get", "events", "-A", "--sort-by=.lastTimestamp")),
     ("operator log", ("-n", NAMESPACE, "logs", "deploy/rlop", "--tail=200")),
+    ("RL controller log", ("-n", "e2e", "logs", "deploy/grpo-math-controller", "--tail=100")),  # lost generations
+    ("router log", ("-n", "e2e", "logs", "deploy/grpo-math-rollout-router", "--tail=100")),
 )
 
 
