@@ -54,3 +54,24 @@ def test_the_workers_post_what_a_pass_records() -> None:
 
     asyncio.run(scenario())
     assert sorted(posted) == sorted(f"R{i}" for i in range(10))
+
+
+def test_posts_wait_while_held_and_follow_once_released() -> None:
+    posted: list[str] = []
+
+    async def post(obj: Mapping[str, Any], type_: str, reason: str, message: str) -> None:
+        posted.append(reason)
+
+    async def scenario() -> list[str]:
+        recorder = Recorder(post, workers=2)
+        task = asyncio.create_task(recorder.run())
+        with recorder.held():
+            recorder.record(JOB, Event("Normal", "ScaledUp", "m"))
+            await asyncio.sleep(0.05)  # the workers are free to run, and wait
+            during = list(posted)
+        await asyncio.wait_for(recorder.queue.join(), 5)
+        task.cancel()
+        return during
+
+    assert asyncio.run(scenario()) == []
+    assert posted == ["ScaledUp"]

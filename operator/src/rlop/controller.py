@@ -247,7 +247,8 @@ class Controller:
             work.append(self.commit(limit, key, o.body, o.job, planned, now, full))
         if full:
             self.last_full = now
-        await asyncio.gather(*work)
+        with self.recorder.held() if full else contextlib.nullcontext():  # a full pass's events follow its writes
+            await asyncio.gather(*work)
         if full:
             metrics.set_harvest(view.pods)
 

@@ -1,15 +1,17 @@
 """Events posted off the reconcile path, as client-go's event broadcaster does.
 
-A pass records its events and goes on; a few workers post them. Events are best effort in Kubernetes: a
-full queue drops the event (counted in `rlop_events_dropped_total`), a refused post is logged. The
-decisions themselves are in the status, which a pass writes before it ends.
+A pass records its events and goes on; a few workers post them, once a full pass's writes are done (the
+decisions first, their explanations after). Events are best effort in Kubernetes: a full queue drops the
+event (counted in `rlop_events_dropped_total`), a refused post is logged. The decisions themselves are in
+the status, which a pass writes before it ends.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import Any
 
 from rlop import metrics
@@ -28,6 +30,8 @@ class Recorder:
         self.post = post
         self.workers = workers
         self.queue: asyncio.Queue[tuple[Mapping[str, Any], Event]] = asyncio.Queue(queued)
+        self.free = asyncio.Event()  # cleared while posts wait
+        self.free.set()
 
     def record(self, obj: Mapping[str, Any], event: Event) -> None:
         """Log the event and queue it for posting; never waits."""
@@ -37,6 +41,15 @@ class Recorder:
             self.queue.put_nowait((obj, event))
         except asyncio.QueueFull:
             metrics.EVENTS_DROPPED.inc()
+
+    @contextlib.contextmanager
+    def held(self) -> Iterator[None]:
+        """Posts wait while the body runs: a pass's own writes do not queue behind its events."""
+        self.free.clear()
+        try:
+            yield
+        finally:
+            self.free.set()
 
     async def run(self) -> None:
         """Post queued events until cancelled."""
@@ -52,6 +65,7 @@ class Recorder:
         while True:
             obj, event = await self.queue.get()
             try:
+                await self.free.wait()
                 await self._send(obj, event)
             finally:
                 self.queue.task_done()
