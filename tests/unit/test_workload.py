@@ -3,6 +3,7 @@ rollout serves a tiny real model behind SGLang's HTTP subset and loads the versi
 
 from __future__ import annotations
 
+import http.server
 import importlib.util
 import json
 import os
@@ -462,6 +463,34 @@ def test_the_controller_counts_generations_retried_lost_and_stale(
     assert (reply is None) == ("lost" in outcomes)
     assert _outcomes(ctl.generations) == outcomes
     srv.shutdown()  # type: ignore[attr-defined]
+
+
+def test_a_router_that_could_not_reach_its_worker_is_retried_not_lost(monkeypatch: pytest.MonkeyPatch) -> None:
+    """sglang-router answers 500 "Request failed: ..." when the worker it picked is gone (killed, not yet
+    deregistered): an infrastructure failure, retried as a 503 is."""
+    w = workload()
+    served = {"text": "", "meta_info": {"weight_version": "5"}, "version": 5}
+    answers = [(500, b"Request failed: error sending request: connection refused"), (200, json.dumps(served).encode())]
+
+    class Router(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers["Content-Length"]))
+            code, body = answers.pop(0)
+            self.send_response(code)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Router)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    ctl = _controller(w, monkeypatch)
+    ctl.policy_version = 5
+    assert ctl.generate(f"http://127.0.0.1:{srv.server_address[1]}", "prompt-1", attempts=2) is not None
+    assert _outcomes(ctl.generations) == {"retried": 1, "served": 1}
+    srv.shutdown()
 
 
 def test_the_controller_learns_the_policy_version_from_the_trainer_and_retries_a_refused_connection(
