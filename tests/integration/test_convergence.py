@@ -28,6 +28,13 @@ def synced(k: Kubectl, name: str) -> dict[str, Any]:
     return next((c for c in conds if c["type"] == "Synced"), {})
 
 
+def applied(k: Kubectl, name: str) -> None:
+    """Create the job and wait until its children are applied."""
+    k.apply(job(name))
+    wait_for(lambda: synced(k, name).get("status") == "True" and k.get("deployment", f"{name}-rollout"), 60,
+             "children applied")  # fmt: skip
+
+
 def reasons(k: Kubectl, name: str) -> list[str]:
     return [e["reason"] for e in k.events(name)]
 
@@ -69,9 +76,7 @@ def test_hand_edits_of_children_are_reverted_with_an_event(k: Kubectl, operator:
 def test_a_change_of_replicas_alone_is_one_scale_write_and_the_template_is_untouched(
     k: Kubectl, operator: Operator
 ) -> None:
-    k.apply(job("sc"))
-    wait_for(lambda: synced(k, "sc").get("status") == "True" and k.get("deployment", "sc-rollout"), 60,
-             "children applied")  # fmt: skip
+    applied(k, "sc")
     time.sleep(2)
     before, scales = k.get("deployment", "sc-rollout"), operator.metric("rlop_api_writes_total", 'kind="scale"')
     k("patch", "rljob", "sc", "--type=merge", "-p", json.dumps({"spec": {"pools": {"rollout": {"replicas": 3}}}}))
@@ -114,9 +119,7 @@ def test_objects_rlop_did_not_create_are_never_touched(k: Kubectl, operator: Ope
 def test_edits_made_while_rlop_was_down_are_reverted_and_fields_it_does_not_set_stay(
     k: Kubectl, operator: Operator
 ) -> None:
-    k.apply(job("down"))
-    wait_for(lambda: synced(k, "down").get("status") == "True" and k.get("deployment", "down-rollout"), 60,
-             "children applied")  # fmt: skip
+    applied(k, "down")
     operator.stop()
     try:
         k("scale", "deployment/down-rollout", "--replicas=3")
