@@ -86,7 +86,7 @@ class Expectations:
         return out
 
     def versions(self, key: JobKey, children: Iterable[ChildKey]) -> dict[ChildKey, str]:
-        """The spec version rlop's own last apply left on each child it remembers applying."""
+        """The spec version rlop's own last write left on each child it remembers writing."""
         mine = self._applied.get(key, {})
         return {c: a.version for c in children if (a := mine.get(c)) is not None and a.version}
 
