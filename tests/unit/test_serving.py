@@ -72,6 +72,17 @@ def test_an_unknown_trainer_version_holds_every_gate_and_says_why() -> None:
     assert "query returned no data" in plan.sync.message
 
 
+def test_a_server_that_stops_answering_is_not_current_even_while_the_trainers_version_is_unknown() -> None:
+    """Between full passes the trainer's version is not read; a killed server must still lose its gate at
+    once: its container comes back as a new process at base weights and would turn Ready on its readiness
+    probe alone, before a pass saw it start."""
+    pods = [replica("p1", ready=False, weights_message="serves v5 (trainer v5)"),
+            replica("p2", weights_message="serves v5 (trainer v5)")]  # fmt: skip
+    plan = plan_serving("rollout", spec(), 2, pods, seen({"p1": None, "p2": 5}, policy=None), {}, NOW)
+    assert {p: (g.status, g.reason) for p, g in plan.gates.items()} == {"p1": ("False", R.VERSION_UNKNOWN)}
+    assert plan.gates["p1"].message == "does not report its weight version"
+
+
 @pytest.mark.parametrize(
     ("served", "policy", "gate", "reason"),
     [

@@ -129,13 +129,16 @@ def _desc(text: str) -> str:
 
 
 def _gate(pod: PodInfo, served: int | None, policy: int | None, staleness: int) -> Gate | None:
-    """The replica's weights-current condition (None: hold what it has, the trainer's version is unknown)."""
+    """The replica's weights-current condition (None: hold what it has, the trainer's version is unknown).
+    A server that does not answer is not current whatever the trainer's version: it may come back as a new
+    process at its base weights, and must not turn Ready before it is judged."""
     if pod.draining:
         return Gate("False", R.DRAINING, "draining: removed from the router before it is deleted")
+    if served is None:
+        trainer = f" (trainer v{policy})" if policy is not None else ""
+        return Gate("False", R.VERSION_UNKNOWN, f"does not report its weight version{trainer}")
     if policy is None:
         return None
-    if served is None:
-        return Gate("False", R.VERSION_UNKNOWN, f"does not report its weight version (trainer v{policy})")
     if served >= policy - staleness:
         return Gate("True", R.CURRENT, f"serves v{served} (trainer v{policy})")
     return Gate("False", R.BEHIND, f"serves v{served}, trainer v{policy}: more than {staleness} behind")
