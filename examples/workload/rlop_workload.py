@@ -116,11 +116,12 @@ def _body(e: urllib.error.HTTPError) -> str:
 
 
 def infrastructure(e: Exception) -> bool:
-    """A failure of the way to a replica, not of the request (a 500, 502, 503 or 504, a refused, reset or
-    cut connection, a timeout): worth another attempt, on whichever replica the router or Service picks.
-    A 500 is one: sglang-router answers "500 Request failed" when the worker it picked is gone."""
+    """A failure of the way to a replica, not of the request: worth another attempt, on whichever replica
+    the router or Service picks. Every HTTP error is one but a refusal of the request itself (400, 422):
+    sglang-router answers "500 Request failed" when the worker it picked is gone, and a 404 comes from
+    whatever answered where a replica was; a refused, reset or cut connection, a timeout are too."""
     if isinstance(e, urllib.error.HTTPError):
-        return e.code in (500, 502, 503, 504)
+        return e.code not in (400, 422)
     return isinstance(e, urllib.error.URLError | ConnectionError | TimeoutError | http.client.HTTPException)
 
 

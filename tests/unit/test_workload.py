@@ -465,12 +465,18 @@ def test_the_controller_counts_generations_retried_lost_and_stale(
     srv.shutdown()  # type: ignore[attr-defined]
 
 
-def test_a_router_that_could_not_reach_its_worker_is_retried_not_lost(monkeypatch: pytest.MonkeyPatch) -> None:
-    """sglang-router answers 500 "Request failed: ..." when the worker it picked is gone (killed, not yet
-    deregistered): an infrastructure failure, retried as a 503 is."""
+@pytest.mark.parametrize(
+    "failure",
+    [(500, b"Request failed: error sending request: connection refused"),  # sglang-router: its worker is gone
+     (404, b"")],  # what answered where a replica was
+)  # fmt: skip
+def test_a_router_that_could_not_reach_its_worker_is_retried_not_lost(
+    monkeypatch: pytest.MonkeyPatch, failure: tuple[int, bytes]
+) -> None:
+    """A failure on the way to a replica is retried as a 503 is, never lost at once."""
     w = workload()
     served = {"text": "", "meta_info": {"weight_version": "5"}, "version": 5}
-    answers = [(500, b"Request failed: error sending request: connection refused"), (200, json.dumps(served).encode())]
+    answers = [failure, (200, json.dumps(served).encode())]
 
     class Router(http.server.BaseHTTPRequestHandler):
         def do_POST(self) -> None:
