@@ -118,8 +118,8 @@ def _body(e: urllib.error.HTTPError) -> str:
 def infrastructure(e: Exception) -> bool:
     """A failure of the way to a replica, not of the request: worth another attempt, on whichever replica
     the router or Service picks. Every HTTP error is one but a refusal of the request itself (400, 422):
-    sglang-router answers "500 Request failed" when the worker it picked is gone, and a 404 comes from
-    whatever answered where a replica was; a refused, reset or cut connection, a timeout are too."""
+    sglang-router's source answers "500 Request failed" when the worker it picked is gone, and a 404 (seen on
+    kind, source unknown) is no refusal of the prompt; a refused, reset or cut connection, a timeout are too."""
     if isinstance(e, urllib.error.HTTPError):
         return e.code not in (400, 422)
     return isinstance(e, urllib.error.URLError | ConnectionError | TimeoutError | http.client.HTTPException)
