@@ -1,9 +1,9 @@
 """rlop at scale: 200 RLJobs on 500 simulated nodes, on the real local control plane and Prometheus.
 
-Reports the reconcile latency per job (p50/p99) and the full-pass time (p50/p99/max), from exact timings,
-the operator's memory, per interval its API writes and Prometheus queries, and the CPU each process of the
-stack used (all on this one machine), in steady state and while every job scales. Goal: pass p99 < 2 s
-while all 200 jobs scale.
+Reports the reconcile latency per job (p50/p99) and the full-pass time (p50/p99/max, and the p99 of each of
+its phases: read, plan, write), from exact timings, the operator's memory, per interval its API writes and
+Prometheus queries, and the CPU each process of the stack used (all on this one machine), in steady state
+and while every job scales. Goal: pass p99 < 2 s while all 200 jobs scale.
 
     .venv/bin/python bench/scale.py [--jobs 200] [--nodes 500] [--interval 5] [--concurrency N]  # and --jobs 1000
 """
@@ -47,8 +47,9 @@ def rljob(i: int) -> dict[str, Any]:
 
 # only the series the bench reads (prometheus_client's name[] filter): the whole exposition, thousands of
 # per-job series, rendered 20 times a second would take the operator's CPU from the passes it measures
-READ = ("rlop_pass_duration_seconds", "rlop_reconcile_duration_seconds", "rlop_api_writes_total",
-        "rlop_prometheus_query_duration_seconds")  # fmt: skip
+READ = ("rlop_pass_duration_seconds", "rlop_pass_phase_seconds", "rlop_reconcile_duration_seconds",
+        "rlop_api_writes_total", "rlop_prometheus_query_duration_seconds")  # fmt: skip
+PHASES = ("read", "plan", "write")
 
 
 def scrape(op: OperatorProcess) -> str:
@@ -58,12 +59,14 @@ def scrape(op: OperatorProcess) -> str:
 
 
 def totals(text: str) -> dict[str, float]:
-    """Every sample of the exposition by its full name (label sets summed)."""
+    """Every sample of the exposition by its full name (label sets summed) and by its series."""
     out: dict[str, float] = {}
     for line in text.splitlines():
         if line and not line.startswith("#"):
-            name = line.split("{", 1)[0].split(" ", 1)[0]
-            out[name] = out.get(name, 0.0) + float(line.rsplit(" ", 1)[1])
+            series, value = line.rsplit(" ", 1)
+            name = series.split("{", 1)[0]
+            out[name] = out.get(name, 0.0) + float(value)
+            out[series] = float(value)
     return out
 
 
@@ -72,11 +75,13 @@ def window(
 ) -> dict[str, float]:
     """The window's numbers from exact timings: /metrics read every 50 ms, so each full pass (and each batch
     of job reconciles) is seen alone and its duration is the growth of the histogram's _sum, not a bucket
-    bound: passes exactly, jobs as the exact mean of the reconciles between two reads. The window goes on
+    bound: passes exactly (and each pass's phases: read, plan, write), jobs as the exact mean of the
+    reconciles between two reads. The window goes on
     past `seconds` until `passes_at_least` passes ended (a pass longer than the window is measured, not
     missed). Beside them, the CPU each process of the stack used (cores busy on average), and the machine's."""
     cpu0, busy0 = {name: cpu_rss({name: pid})[0] for name, pid in pids.items()}, busy_seconds()
     passes: list[float] = []
+    phases: dict[str, list[float]] = {phase: [] for phase in PHASES}  # each pass's, as passes
     jobs: list[float] = []  # one exact mean per read that saw reconciles, once per reconcile it covers
     first = last = totals(scrape(op))
     t0 = time.monotonic()
@@ -86,6 +91,9 @@ def window(
         n = now["rlop_pass_duration_seconds_count"] - last["rlop_pass_duration_seconds_count"]
         if n:
             passes += [(now["rlop_pass_duration_seconds_sum"] - last["rlop_pass_duration_seconds_sum"]) / n] * int(n)
+            for phase, seen in phases.items():
+                series = f'rlop_pass_phase_seconds_sum{{phase="{phase}"}}'
+                seen += [(now.get(series, 0.0) - last.get(series, 0.0)) / n] * int(n)
         k = now["rlop_reconcile_duration_seconds_count"] - last["rlop_reconcile_duration_seconds_count"]
         if k:
             mean = (now["rlop_reconcile_duration_seconds_sum"] - last["rlop_reconcile_duration_seconds_sum"]) / k
@@ -104,6 +112,7 @@ def window(
         "pass p50": percentile(passes, 0.5),
         "pass p99": percentile(passes, 0.99),
         "pass max": max(passes, default=float("nan")),
+        **{f"pass p99 {phase}": percentile(seen, 0.99) for phase, seen in phases.items()},
         "passes": float(len(passes)),
         "writes/interval": per_interval("rlop_api_writes_total"),
         "queries/interval": per_interval("rlop_prometheus_query_duration_seconds_count"),

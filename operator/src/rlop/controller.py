@@ -200,6 +200,7 @@ class Controller:
         Plans are made one job after the other (each sees the pods the previous ones will create), then
         their writes run concurrently, `cfg.concurrency` jobs at a time.
         """
+        began = time.perf_counter()
         jobs = {key: self.load(key) for key in keys}
         answers = await self.read_metrics(jobs) if full else None
         now = datetime.now(UTC).replace(microsecond=0)
@@ -247,10 +248,14 @@ class Controller:
             work.append(self.commit(limit, key, o.body, o.job, planned, now, full))
         if full:
             self.last_full = now
+        writing = time.perf_counter()
         with self.recorder.held() if full else contextlib.nullcontext():  # a full pass's events follow its writes
             await asyncio.gather(*work)
         if full:
             metrics.set_harvest(view.pods)
+            for phase, spent in (("read", started - began), ("plan", writing - started),
+                                 ("write", time.perf_counter() - writing)):  # fmt: skip
+                metrics.PHASE_SECONDS.labels(phase).observe(spent)
 
     # ------------------------------------------------------------------ one job
 

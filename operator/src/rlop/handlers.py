@@ -28,13 +28,25 @@ log = logging.getLogger("rlop")
 OWNED = {JOB_LABEL: kopf.PRESENT}
 
 
+class NoDiffBase(kopf.DiffBaseStorage):
+    """No diff base: rlop has no change handlers (only indexes and on-event triggers), and kopf would
+    otherwise deep-copy every watched object on every event to build a diff that nothing reads."""
+
+    def build(self, *, body: kopf.Body, extra_fields: Any = None) -> kopf.BodyEssence:
+        return kopf.BodyEssence()
+
+    def fetch(self, *, body: kopf.Body) -> kopf.BodyEssence | None:
+        return None
+
+    def store(self, *, body: kopf.Body, patch: kopf.Patch, essence: kopf.BodyEssence) -> None:
+        return None
+
+
 @kopf.on.startup()
 async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
     cfg: Config = memo.get("config") or Config()
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=GROUP)
-    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
-        prefix=GROUP, key="last-handled-configuration"
-    )
+    settings.persistence.diffbase_storage = NoDiffBase()
     settings.posting.enabled = False  # rlop posts its own events, one per decision
     settings.scanning.disabled = True
     if cfg.metrics_port:

@@ -17,6 +17,12 @@ PASS_SECONDS = Histogram(
     "Time of one full pass over every RLJob (metrics read once, then each job reconciled).",
     buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
 )
+PHASE_SECONDS = Histogram(
+    "rlop_pass_phase_seconds",
+    "Time of each phase of a full pass: read (metrics, cluster, servers), plan, write (every job's writes).",
+    ["phase"],
+    buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+)
 RECONCILE_ERRORS = Counter("rlop_reconcile_errors_total", "Reconciles that raised an unexpected error.")
 API_WRITES = Counter("rlop_api_writes_total", "Writes to the Kubernetes API, by kind of write.", ["kind"])
 EVENTS_DROPPED = Counter("rlop_events_dropped_total", "Events dropped because the posting queue was full.")
