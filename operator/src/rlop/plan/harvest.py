@@ -26,7 +26,8 @@ the drain is over. A drain, once begun, is not undone.
 
 All jobs' pending pods are packed together: the most pods placed first, then the fewest nodes hosting
 sandbox pods. One job's identical pods are packed exactly by a greedy rule; several jobs exactly by a
-dynamic program over the nodes while its state space is small (`EXACT_STATES`), greedily beyond that.
+dynamic program over the nodes while its state space, and the search for what each distinct node can
+take, are small (`EXACT_STATES`), greedily beyond that.
 
 A node without utilization data is not harvestable and its pods are left alone (no data never evicts).
 With no data on any node, a job places up to `floor` pods by requests alone, as kube-scheduler would.
@@ -453,16 +454,47 @@ def _greedy(
 
 
 def _frontier(kinds: Sequence[_Kind], node: str, free: Resources, harvest: float) -> list[tuple[int, ...]]:
-    """The maximal vectors of pod counts `node` can take (no other feasible vector is above one)."""
-    ranges = [range(k.count + 1) if node in k.caps else range(1) for k in kinds[:-1]]
-    out = set()
-    for head in itertools.product(*ranges):
+    """The maximal vectors of pod counts `node` can take (no other feasible vector is above one), sorted.
+
+    Each feasible count of the other kinds is taken with the most of the last kind beside it; such a
+    vector is maximal unless one more pod of some other kind still leaves room for as many of the last
+    (fitting is monotone, so any vector above it is above one of those neighbours)."""
+    within = [k.count if node in k.caps else 0 for k in kinds]
+    if _fits(kinds, within, node, free, harvest):
+        return [tuple(within)]  # room for every pod: the one maximal vector
+    last = len(kinds) - 1
+    most: dict[tuple[int, ...], int] = {}
+    for head in itertools.product(*(range(c + 1) for c in within[:-1])):
         x = [*head, 0]
-        if not _fits(kinds, x, node, free, harvest):
-            continue
-        x[-1] = _most(kinds, x, len(kinds) - 1, node, free, harvest) if node in kinds[-1].caps else 0
-        out.add(tuple(x))
-    return [x for x in out if not any(y != x and all(a >= b for a, b in zip(y, x, strict=True)) for y in out)]
+        if _fits(kinds, x, node, free, harvest):
+            most[head] = _most(kinds, x, last, node, free, harvest) if within[-1] else 0
+
+    def above(head: tuple[int, ...], i: int) -> int:
+        return most.get((*head[:i], head[i] + 1, *head[i + 1 :]), -1)
+
+    return sorted((*head, n) for head, n in most.items() if all(above(head, i) < n for i in range(last)))
+
+
+def _fronts(
+    kinds: Sequence[_Kind], nodes: Sequence[str], free: Mapping[str, Resources], harvest: Mapping[str, float]
+) -> dict[str, list[tuple[int, ...]]] | None:
+    """Each node's frontier, computed once per distinct node (what it has free, hosts and allows); None
+    when that would take more than EXACT_STATES fits of the other kinds' counts."""
+    out: dict[str, list[tuple[int, ...]]] = {}
+    seen: dict[tuple[object, ...], list[tuple[int, ...]]] = {}
+    work = 0
+    for n in nodes:
+        room, hosting = free.get(n, {}), harvest.get(n, 0.0)
+        sign = (tuple(sorted(room.items())), hosting, tuple(k.caps.get(n) for k in kinds))
+        if sign not in seen:
+            within = [k.count if n in k.caps else 0 for k in kinds]
+            if not _fits(kinds, within, n, room, hosting):
+                work += math.prod(c + 1 for c in within[:-1])
+                if work > EXACT_STATES:
+                    return None
+            seen[sign] = _frontier(kinds, n, room, hosting)
+        out[n] = seen[sign]
+    return out
 
 
 def _exact(
@@ -473,8 +505,8 @@ def _exact(
     hosting sandbox pods. None when the work would be too large."""
     cap = tuple(k.count for k in kinds)
     nodes = sorted({n for k in kinds for n in k.caps})
-    fronts = {n: _frontier(kinds, n, free.get(n, {}), harvest.get(n, 0.0)) for n in nodes}
-    if sum(len(f) for f in fronts.values()) * math.prod(c + 1 for c in cap) > 50 * EXACT_STATES:
+    fronts = _fronts(kinds, nodes, free, harvest)
+    if fronts is None or sum(len(f) for f in fronts.values()) * math.prod(c + 1 for c in cap) > 50 * EXACT_STATES:
         return None
     zero = (0,) * len(kinds)
     best: dict[tuple[int, ...], tuple[int, list[tuple[str, tuple[int, ...]]]]] = {zero: (0, [])}
