@@ -8,7 +8,8 @@ GET /healthz and GET /ready, 503 while stopping) and export Prometheus metrics o
 with the labels namespace, rljob and pool, under the names the example RLJob scales on:
 
 - rollout:    a tiny real model (vocabulary 64, dimension 16: tensors embed and lm_head, version v made from
-              the seed v; it starts at version 0) behind the subset of SGLang's HTTP API that RL frameworks
+              the seed v; it starts at version 0, its HTTP server up after RLOP_LOAD_SECONDS (2) of simulated
+              model loading, as an engine's is) behind the subset of SGLang's HTTP API that RL frameworks
               and sglang-router use: POST /generate (greedy decoding, plus a simulated decode latency; the
               reply also carries the RL sample: prompt, completion, expected, right, version),
               POST /update_weights_from_disk {"model_path", "weight_version"}, POST /flush_cache, GET /health,
@@ -795,6 +796,8 @@ def main() -> None:
     cls, routes = ROLES[ROLE]
     role = cls()
     serve_metrics(METRICS_PORT)
+    if isinstance(role, Rollout):  # an engine loads its model before its HTTP server (and /health) is up
+        time.sleep(float(os.environ.get("RLOP_LOAD_SECONDS", "2")))
     if isinstance(role, Graceful | Trainer):  # stop gracefully: the handler returns at once, the stop runs beside
         signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=role.stop, daemon=True).start())
     server(role, routes, PORT).serve_forever()
