@@ -76,9 +76,9 @@ def window(
     """The window's numbers from exact timings: /metrics read every 50 ms, so each full pass (and each batch
     of job reconciles) is seen alone and its duration is the growth of the histogram's _sum, not a bucket
     bound: passes exactly (and each pass's phases: read, plan, write), jobs as the exact mean of the
-    reconciles between two reads. The window goes on
-    past `seconds` until `passes_at_least` passes ended (a pass longer than the window is measured, not
-    missed). Beside them, the CPU each process of the stack used (cores busy on average), and the machine's."""
+    reconciles between two reads. The window goes on past `seconds` until `passes_at_least` passes ended (a
+    pass longer than the window is measured, not missed). Beside them, the CPU each process of the stack
+    used (cores busy on average), and the machine's."""
     cpu0, busy0 = {name: cpu_rss({name: pid})[0] for name, pid in pids.items()}, busy_seconds()
     passes: list[float] = []
     phases: dict[str, list[float]] = {phase: [] for phase in PHASES}  # each pass's, as passes

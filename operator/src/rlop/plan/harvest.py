@@ -453,15 +453,20 @@ def _greedy(
     return {n: v for n, v in x.items() if any(v)}
 
 
+def _within(kinds: Sequence[_Kind], node: str) -> tuple[int, ...]:
+    """The most pods of each kind `node` could take: all of a kind allowed there, none of the others."""
+    return tuple(k.count if node in k.caps else 0 for k in kinds)
+
+
 def _frontier(kinds: Sequence[_Kind], node: str, free: Resources, harvest: float) -> list[tuple[int, ...]]:
     """The maximal vectors of pod counts `node` can take (no other feasible vector is above one), sorted.
 
     Each feasible count of the other kinds is taken with the most of the last kind beside it; such a
     vector is maximal unless one more pod of some other kind still leaves room for as many of the last
     (fitting is monotone, so any vector above it is above one of those neighbours)."""
-    within = [k.count if node in k.caps else 0 for k in kinds]
+    within = _within(kinds, node)
     if _fits(kinds, within, node, free, harvest):
-        return [tuple(within)]  # room for every pod: the one maximal vector
+        return [within]  # room for every pod: the one maximal vector
     last = len(kinds) - 1
     most: dict[tuple[int, ...], int] = {}
     for head in itertools.product(*(range(c + 1) for c in within[:-1])):
@@ -479,7 +484,8 @@ def _fronts(
     kinds: Sequence[_Kind], nodes: Sequence[str], free: Mapping[str, Resources], harvest: Mapping[str, float]
 ) -> dict[str, list[tuple[int, ...]]] | None:
     """Each node's frontier, computed once per distinct node (what it has free, hosts and allows); None
-    when that would take more than EXACT_STATES fits of the other kinds' counts."""
+    once more than EXACT_STATES counts of the other kinds were tried (a node with room for every pod tries
+    none)."""
     out: dict[str, list[tuple[int, ...]]] = {}
     seen: dict[tuple[object, ...], list[tuple[int, ...]]] = {}
     work = 0
@@ -487,12 +493,11 @@ def _fronts(
         room, hosting = free.get(n, {}), harvest.get(n, 0.0)
         sign = (tuple(sorted(room.items())), hosting, tuple(k.caps.get(n) for k in kinds))
         if sign not in seen:
-            within = [k.count if n in k.caps else 0 for k in kinds]
-            if not _fits(kinds, within, n, room, hosting):
+            seen[sign], within = _frontier(kinds, n, room, hosting), _within(kinds, n)
+            if seen[sign] != [within]:
                 work += math.prod(c + 1 for c in within[:-1])
                 if work > EXACT_STATES:
                     return None
-            seen[sign] = _frontier(kinds, n, room, hosting)
         out[n] = seen[sign]
     return out
 
