@@ -8,13 +8,15 @@ GET /healthz and GET /ready, 503 while stopping) and export Prometheus metrics o
 with the labels namespace, rljob and pool, under the names the example RLJob scales on:
 
 - rollout:    a tiny real model (vocabulary 64, dimension 16: tensors embed and lm_head, version v made from
-              the seed v; it starts at version 0, its HTTP server up after RLOP_LOAD_SECONDS (2) of simulated
-              model loading, as an engine's is) behind the subset of SGLang's HTTP API that RL frameworks
-              and sglang-router use: POST /generate (greedy decoding, plus a simulated decode latency; the
-              reply also carries the RL sample: prompt, completion, expected, right, version),
-              POST /update_weights_from_disk {"model_path", "weight_version"}, POST /flush_cache, GET /health,
-              /health_generate, /get_model_info (/model_info), /get_server_info (/server_info),
-              /get_weight_version, /get_load. Metrics: vllm:num_requests_waiting, vllm:num_requests_running,
+              the seed v; it starts at the base weights, served as weight version "default", its HTTP server
+              up after RLOP_LOAD_SECONDS (2) of simulated model loading, as an engine's is) behind the subset
+              of SGLang's HTTP API that RL frameworks and sglang-router use, as SGLang v0.5.23 serves it:
+              POST /generate (greedy decoding, plus a simulated decode latency; the reply also carries the RL
+              sample: prompt, completion, expected, right, version), POST /update_weights_from_disk
+              {"model_path", "weight_version"}, POST /flush_cache, GET /health, /health_generate,
+              /model_info (/get_model_info), /server_info (/get_server_info), /v1/loads; with
+              RLOP_SGLANG_API=legacy as older and slime-patched builds: /get_weight_version, /get_load and
+              no /model_info, /v1/loads. Metrics: vllm:num_requests_waiting, vllm:num_requests_running,
               rlop_rollout_weight_version, rlop_rollout_weight_updates_total{result: ok, failed}. Stopped
               (SIGTERM), it refuses new generations (503, an infrastructure failure) and finishes those in
               flight (up to RLOP_STOP_SECONDS, 20), as the sandbox does.
@@ -283,18 +285,46 @@ def publish(weights_dir: str, version: int) -> None:
 # ---------------------------------------------------------------- roles
 
 
+def version_number(name: str) -> int:
+    """A served weight version as a number for this workload's staleness counts: the trainer's versions are
+    named by their decimals; anything else (SGLang's "default": no version loaded yet) is -1."""
+    return int(name) if name.isascii() and name.isdigit() else -1
+
+
 class Rollout(Graceful):
     """The tiny model behind SGLang's HTTP subset. Weights are swapped under a lock: a generation finishes on
-    the weights it started with, and its reply names their version."""
+    the weights it started with, and its reply names their version.
 
-    def __init__(self) -> None:
+    By default it answers as SGLang v0.5.23 does: the weight version a string, "default" until a load names
+    one; read from GET /model_info (weight_version) and from /generate's meta_info; GET /get_weight_version
+    and GET /get_load gone (404), the load at GET /v1/loads; a load from disk moves model_path and
+    served_model_name to the loaded path. With RLOP_SGLANG_API=legacy it answers as older and slime-patched
+    builds: GET /get_weight_version, GET /get_load (num_reqs counts the waiting requests too), GET
+    /get_model_info, no /model_info and no /v1/loads."""
+
+    def __init__(self, api: str = os.environ.get("RLOP_SGLANG_API", "current")) -> None:
         super().__init__()
+        if api not in ("current", "legacy"):
+            raise SystemExit(f"RLOP_SGLANG_API={api!r}: current or legacy")
+        self.api = api
         self.slots = Slots(gauge("vllm:num_requests_waiting", "Requests waiting for a slot"),
                            gauge("vllm:num_requests_running", "Requests being generated"))  # fmt: skip
-        self.version_gauge = gauge("rlop_rollout_weight_version", "Version of the weights served")
+        self.version_gauge = gauge("rlop_rollout_weight_version", "Version of the weights served (-1: none)")
         self.updates = Counter("rlop_rollout_weight_updates", "Weight updates by result", [*LABELS, "result"])
         self.swap = threading.Lock()
-        self.weights, self.version = make_weights(0), "0"
+        self.weights, self.version, self.model_path = make_weights(0), "default", MODEL_PATH
+        self.version_gauge.set(-1)
+
+    @property
+    def routes(self) -> dict[str, str]:
+        common = {"POST /generate": "generate", "POST /update_weights_from_disk": "update_weights_from_disk",
+                  "POST /flush_cache": "flush_cache", "GET /health": "health",
+                  "GET /health_generate": "health_generate", "GET /get_model_info": "model_info",
+                  "GET /get_server_info": "server_info"}  # fmt: skip
+        if self.api == "legacy":
+            return common | {"GET /get_weight_version": "get_weight_version", "GET /get_load": "get_load"}
+        return common | {"GET /model_info": "model_info", "GET /server_info": "server_info",
+                         "GET /v1/loads": "v1_loads"}  # fmt: skip
 
     def model(self) -> tuple[Tensors, str]:
         with self.swap:
@@ -320,26 +350,30 @@ class Rollout(Graceful):
         right = random.random() < 0.7  # the policy is right 70 % of the time
         code = f"print({a} + {b})" if right else f"print({a} - {b})"
         sample = {"prompt": body.get("text"), "completion": code, "expected": str(a + b), "right": right}
-        return {"text": decode(out), "meta_info": meta} | sample | {"version": int(version)}
+        return {"text": decode(out), "meta_info": meta} | sample | {"version": version_number(version)}
 
     def update_weights_from_disk(self, body: dict[str, Any]) -> dict[str, Any]:
-        """Load and check body["model_path"], then serve it as body["weight_version"] (default: the version
-        served); on failure (Rejected) the weights and version served stay."""
+        """Load and check body["model_path"], then serve it, as body["weight_version"] when given (a string,
+        as SGLang's UpdateWeightFromDiskReqInput.weight_version: Optional[str]); on failure (Rejected, a 400
+        with success false) the weights and version served stay."""
         path, version = body.get("model_path"), body.get("weight_version")
         try:
             if not isinstance(path, str) or not path:
                 raise ValueError("model_path: a path is required")
-            if version is not None and not str(version).isdigit():
-                raise ValueError(f"weight_version {version!r}: this workload's versions are integers")
+            if version is not None and not isinstance(version, str):
+                raise ValueError(f"weight_version {version!r}: a string")
             weights = load_weights(path)
         except ValueError as e:
             self.updates.labels(**LABELS, result="failed").inc()
-            raise Rejected({"success": False, "message": str(e)}) from e
+            raise Rejected({"success": False, "message": str(e), "num_paused_requests": 0}) from e
         with self.swap:
             self.weights = weights
-            self.version = self.version if version is None else str(version)
-            self.version_gauge.set(int(self.version))
-            message = f"loaded {path} as weight version {self.version}"
+            self.model_path = path  # SGLang's _update_model_path_info: model_path and served_model_name move
+            message = "Succeeded to update model weights."
+            if version is not None:
+                self.version = version
+                message += f" Weight version updated to {version}."
+            self.version_gauge.set(version_number(self.version))
         self.updates.labels(**LABELS, result="ok").inc()
         return {"success": True, "message": message, "num_paused_requests": 0}
 
@@ -355,32 +389,30 @@ class Rollout(Graceful):
         greedy(self.model()[0], [0], 1)  # one real forward pass
         return self.health()
 
-    def get_model_info(self) -> dict[str, Any]:
-        return {"model_path": MODEL_PATH, "tokenizer_path": None, "is_generation": True,
-                "weight_version": self.model()[1]}  # fmt: skip
+    def model_info(self) -> dict[str, Any]:
+        with self.swap:
+            path = self.model_path if self.api == "current" else MODEL_PATH
+            info = {"model_path": path, "tokenizer_path": None, "is_generation": True}
+            if self.api == "current":
+                info |= {"served_model_name": path, "weight_version": self.version}
+            return info
 
-    def get_server_info(self) -> dict[str, Any]:
-        return {"model_path": MODEL_PATH, "dp_size": 1, "weight_version": self.model()[1],
-                "version": "rlop-workload"}  # fmt: skip
+    def server_info(self) -> dict[str, Any]:
+        return {"model_path": MODEL_PATH, "dp_size": 1, "version": "rlop-workload"}
 
     def get_weight_version(self) -> dict[str, Any]:
         return {"weight_version": self.model()[1]}
 
     def get_load(self) -> list[dict[str, Any]]:
         with self.slots.cond:
-            return [{"dp_rank": 0, "num_reqs": self.slots.busy, "num_waiting_reqs": self.slots.queued,
-                     "num_tokens": 0}]  # fmt: skip
+            return [{"dp_rank": 0, "num_reqs": self.slots.busy + self.slots.queued,
+                     "num_waiting_reqs": self.slots.queued, "num_tokens": 0}]  # fmt: skip
 
-
-ROLLOUT_ROUTES = {"POST /generate": "generate",
-                  "POST /update_weights_from_disk": "update_weights_from_disk",
-                  "POST /flush_cache": "flush_cache",
-                  "GET /health": "health",
-                  "GET /health_generate": "health_generate",
-                  "GET /get_model_info": "get_model_info", "GET /model_info": "get_model_info",
-                  "GET /get_server_info": "get_server_info", "GET /server_info": "get_server_info",
-                  "GET /get_weight_version": "get_weight_version",
-                  "GET /get_load": "get_load"}  # fmt: skip
+    def v1_loads(self) -> dict[str, Any]:
+        with self.slots.cond:
+            load = {"dp_rank": 0, "num_running_reqs": self.slots.busy, "num_waiting_reqs": self.slots.queued}
+        return {"timestamp": time.time(), "version": "rlop-workload", "accelerator": None, "num_accelerators": 0,
+                "loads": [load]}  # fmt: skip
 
 
 class Reward:
@@ -472,8 +504,9 @@ def write_state(checkpoint_dir: str, state: dict[str, Any]) -> None:
 
 class Trainer:
     """Optimizer steps on the controller's batches (or, with RLOP_STEP_SECONDS, on its own clock). With a
-    weights directory, rank 0 publishes the next policy version after a step, RLOP_PUBLISH_SECONDS after the
-    last at the earliest (at once when there is none), resuming from the newest on disk; rlop_policy_version
+    weights directory, rank 0 publishes its starting weights as version 0 (none on disk yet), then the next
+    version after a step, RLOP_PUBLISH_SECONDS after the last at the earliest (at once after version 0),
+    resuming from the newest on disk; rlop_policy_version
     is the newest published (the other ranks read the directory when scraped; 0 without a directory).
 
     A gang that survives failure: with RLOP_CHECKPOINT_DIR, rank 0 checkpoints its step after every step, on
@@ -496,8 +529,11 @@ class Trainer:
         self.version = self.resumed_from = int(read_state(checkpoint_dir).get("step", 0)) if checkpoint_dir else 0
         gauge("rlop_trainer_step", "The optimizer step, resumed from the checkpoint").set_function(lambda: self.version)
         self.publish_seconds = float(os.environ.get("RLOP_PUBLISH_SECONDS", "10"))
+        if rank == 0 and weights_dir and not checkpoints(weights_dir):  # its starting weights, as slime syncs
+            with contextlib.suppress(OSError):  # the engines before its first step (a full volume: none)
+                publish(weights_dir, 0)
         self.published = max(checkpoints(weights_dir), default=0) if weights_dir else 0
-        self.published_at = time.monotonic() if self.published else -math.inf
+        self.published_at = time.monotonic() if self.published else -math.inf  # v0 (or none): the next at once
         policy = gauge("rlop_policy_version", "Newest policy version published to the weights directory")
         if rank == 0:
             policy.set_function(lambda: self.published)
@@ -672,7 +708,8 @@ class Controller:
                 time.sleep(0.2 * (attempt + 1))
                 continue
             outcome(**LABELS, outcome="served").inc()
-            if int(reply["meta_info"]["weight_version"]) < self.policy_version - self.rollout_max_staleness:
+            served = version_number(str(reply["meta_info"].get("weight_version", "")))
+            if served < self.policy_version - self.rollout_max_staleness:
                 outcome(**LABELS, outcome="stale").inc()
             return reply
         outcome(**LABELS, outcome="lost").inc()
@@ -732,7 +769,7 @@ def serve_metrics(port: int) -> None:
 
 
 ROLES: dict[str, tuple[Callable[[], object], dict[str, str]]] = {
-    "rollout": (Rollout, ROLLOUT_ROUTES),
+    "rollout": (Rollout, {}),  # its routes depend on the SGLang API it answers as: Rollout.routes
     "reward": (Reward, {"POST /score": "score"}),
     "sandbox": (Sandbox, {"POST /verify": "verify"}),
     "trainer": (Trainer, {"POST /batch": "batch", "GET /state": "state"}),
@@ -798,6 +835,7 @@ def main() -> None:
     serve_metrics(METRICS_PORT)
     if isinstance(role, Rollout):  # an engine loads its model before its HTTP server (and /health) is up
         time.sleep(float(os.environ.get("RLOP_LOAD_SECONDS", "2")))
+        routes = role.routes
     if isinstance(role, Graceful | Trainer):  # stop gracefully: the handler returns at once, the stop runs beside
         signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=role.stop, daemon=True).start())
     server(role, routes, PORT).serve_forever()

@@ -160,14 +160,14 @@ def gate(pod: dict[str, Any]) -> dict[str, Any]:
 
 
 def served(k: Kubectl) -> dict[str, int]:
-    """The version each Running rollout replica says it serves, asked directly (not through rlop)."""
+    """The version each Running rollout replica says it serves, asked directly (not through rlop), from
+    /model_info as upstream SGLang serves it ("default" before rlop's first load: -1)."""
     out = {}
     for pod in pods(k, "rollout"):
         if ip := pod["status"].get("podIP"):
             with contextlib.suppress(AssertionError):
-                out[pod["metadata"]["name"]] = int(
-                    http_get(k, f"http://{ip}:8000/get_weight_version")["weight_version"]
-                )
+                name = http_get(k, f"http://{ip}:8000/model_info")["weight_version"]
+                out[pod["metadata"]["name"]] = int(name) if name.isdigit() else -1
     return out
 
 

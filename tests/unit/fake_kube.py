@@ -193,13 +193,13 @@ class FakeEngine:
     """Serving replicas and their router, as rlop.engine.EngineClient reaches them: each url serves a version
     (missing: no answer); the router's workers are url -> id."""
 
-    def __init__(self, served: Mapping[str, int], workers: Mapping[str, str]) -> None:
+    def __init__(self, served: Mapping[str, str], workers: Mapping[str, str]) -> None:
         self.served = dict(served)
         self.workers_ = dict(workers)
         self.calls: list[tuple[str, str]] = []
 
-    async def probe(self, url: str) -> Probe:
-        return Probe(self.served.get(url), 0 if url in self.served else None)
+    async def probe(self, url: str, engine: str = "sglang", versions: bool = True) -> Probe:
+        return Probe(self.served.get(url), 0 if url in self.served else None, "GET /model_info")
 
     async def workers(self, router: str) -> dict[str, str]:
         return dict(self.workers_)

@@ -344,12 +344,12 @@ def test_the_operator_and_rlop_plan_decide_alike_from_the_same_observations() ->
 @pytest.mark.parametrize(
     ("state", "served", "reason"),
     [
-        ({"running": {"startedAt": "2026-12-04T11:30:00Z"}}, 0, "Behind"),  # a new process, at its base weights
+        ({"running": {"startedAt": "2026-12-04T11:30:00Z"}}, "default", "NotLoaded"),  # a new process: base weights
         ({"terminated": {"exitCode": 137}}, None, "VersionUnknown"),  # down: not answering
     ],
 )
 def test_a_replica_whose_server_died_or_restarted_is_judged_before_the_next_full_pass(
-    state: dict[str, Any], served: int | None, reason: str
+    state: dict[str, Any], served: str | None, reason: str
 ) -> None:
     """Kubernetes keeps the weights-current condition across a container restart: the new process would be
     Ready (and routed to) at whatever it serves. The pod's update is enough for rlop to judge it again."""

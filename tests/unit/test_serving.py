@@ -39,10 +39,11 @@ def replica(name: str, ip: str = "", ready: bool = True, gate: str | None = "Tru
 
 
 def seen(
-    versions: dict[str, int | None], policy: float | None = 5, workers: dict[str, str] | None = None,
+    versions: dict[str, int | str | None], policy: float | None = 5, workers: dict[str, str] | None = None,
     loads: dict[str, int] | None = None, updating: dict[str, int] | None = None,
 ) -> ServingObservation:  # fmt: skip
-    probes = {p: Probe(v, (loads or {}).get(p)) for p, v in versions.items()}
+    """What the replicas said: a version as an int is the name rlop gives it (5 -> "5")."""
+    probes = {p: Probe(str(v) if isinstance(v, int) else v, (loads or {}).get(p)) for p, v in versions.items()}
     reading = Reading(policy) if policy is not None else Reading(None, "query returned no data")
     return ServingObservation(probes, workers, "http://router", reading, updating or {})
 
@@ -54,14 +55,41 @@ def seen(
         (4, 5, "True", R.CURRENT),  # within maxStaleness 1
         (3, 5, "False", R.BEHIND),
         (None, 5, "False", R.VERSION_UNKNOWN),  # its server does not answer
-        (7, 5, "True", R.CURRENT),  # ahead (the trainer's gauge lags a scrape)
+        ("default", 5, "False", R.NOT_LOADED),  # SGLang's version before any load names one: never loaded by rlop
+        ("default", 0, "False", R.NOT_LOADED),  # not even the trainer's first version
+        (7, 5, "False", R.NOT_LOADED),  # a version the trainer has not published
+        ("v5", 5, "False", R.NOT_LOADED),  # not rlop's names of versions: never parsed as numbers
+        ("05", 5, "False", R.NOT_LOADED),
+        ("5.0", 5, "False", R.NOT_LOADED),
+        (" 5", 5, "False", R.NOT_LOADED),
+        ("\u0665", 5, "False", R.NOT_LOADED),  # an Arabic-Indic 5: a digit to str.isdigit, not rlop's name
+        ("9" * 40, 5, "False", R.NOT_LOADED),
     ],
 )
 def test_the_gate_says_whether_a_replica_serves_a_version_within_max_staleness(
-    served: int | None, policy: int, gate: str, reason: str
+    served: int | str | None, policy: int, gate: str, reason: str
 ) -> None:
     plan = plan_serving("rollout", spec(), 1, [replica("p1", gate=None)], seen({"p1": served}, policy), {}, NOW)
     assert (plan.gates["p1"].status, plan.gates["p1"].reason) == (gate, reason)
+    loads = [u.version for u in plan.updates]
+    if reason == R.NOT_LOADED and served != 7:
+        assert loads == [policy] and plan.updates[0].catch_up  # told to load the trainer's: it serves none of them
+    elif served in (7, None):
+        assert loads == []  # ahead: never taken back to an older version; not answering: not told anything
+
+
+def test_the_gate_says_which_endpoint_reported_the_version_and_why_none_did() -> None:
+    pods = [replica("p1", gate=None), replica("p2", gate=None)]
+    probes = {"p1": Probe("5", 0, "GET /model_info"),
+              "p2": Probe(None, None, "", "GET /model_info: 200 but not JSON: '<html>'")}  # fmt: skip
+    observed = ServingObservation(probes, None, "", Reading(5))
+    plan = plan_serving("rollout", spec(router=None), 2, pods, observed, {}, NOW)
+    assert plan.gates["p1"].message == "serves v5 (trainer v5; GET /model_info)"
+    assert (
+        plan.gates["p2"].message
+        == "does not report its weight version (trainer v5): GET /model_info: 200 but not JSON: '<html>'"
+    )
+    assert plan.sync is not None and plan.sync.message.startswith("rollout: 1 at unknown, 1 at v5")
 
 
 def test_an_unknown_trainer_version_holds_every_gate_and_says_why() -> None:

@@ -226,28 +226,31 @@ def test_weights_that_are_not_the_models_are_refused_with_the_reason(tmp_path: P
         w.load_weights(str(path))
 
 
-def test_the_rollout_answers_sglangs_and_the_routers_requests_with_a_real_forward_pass() -> None:
+def test_the_rollout_answers_as_upstream_sglang_with_a_real_forward_pass() -> None:
+    """SGLang v0.5.23's answers (tests/contract/sglang.py has them from its source): the version "default"
+    until a load names one, at /model_info; no /get_weight_version, no /get_load; the load at /v1/loads."""
     w = workload()
-    url, srv = _serve(w, w.Rollout(), w.ROLLOUT_ROUTES)
-    info = {"model_path": "rlop-tiny", "weight_version": "0"}
+    url, srv = _serve(w, (r := w.Rollout()), r.routes)
+    info = {"model_path": "rlop-tiny", "served_model_name": "rlop-tiny", "tokenizer_path": None,
+            "is_generation": True, "weight_version": "default"}  # fmt: skip
     replies = {
         "/health": {},
         "/health_generate": {},
-        "/get_model_info": info | {"tokenizer_path": None, "is_generation": True},
-        "/model_info?x=1": info | {"tokenizer_path": None, "is_generation": True},  # the query string ignored
-        "/get_server_info": info | {"dp_size": 1, "version": "rlop-workload"},
-        "/server_info": info | {"dp_size": 1, "version": "rlop-workload"},
-        "/get_weight_version": {"weight_version": "0"},
-        "/get_load": [{"dp_rank": 0, "num_reqs": 0, "num_waiting_reqs": 0, "num_tokens": 0}],
+        "/model_info": info,
+        "/get_model_info?x=1": info,  # the deprecated alias; the query string ignored
+        "/server_info": {"model_path": "rlop-tiny", "dp_size": 1, "version": "rlop-workload"},
     }
     assert {path: _get(url + path) for path in replies} == replies
+    loads = _get(f"{url}/v1/loads")
+    assert loads["loads"] == [{"dp_rank": 0, "num_running_reqs": 0, "num_waiting_reqs": 0}]
+    assert (_status(f"{url}/get_weight_version"), _status(f"{url}/get_load")) == (404, 404)
     assert _call(w, f"{url}/flush_cache", {}) == (200, {"success": True})
     reply = w.post(f"{url}/generate", {"text": "1+1=", "sampling_params": {"max_new_tokens": 5}, "rid": "r"})
     assert reply["text"] == w.decode(w.greedy(w.make_weights(0), w.encode("1+1="), 5))
     meta = reply["meta_info"]
-    assert (meta["prompt_tokens"], meta["completion_tokens"], meta["weight_version"]) == (4, 5, "0")
+    assert (meta["prompt_tokens"], meta["completion_tokens"], meta["weight_version"]) == (4, 5, "default")
     assert meta["finish_reason"] == {"type": "length"} and meta["id"]
-    assert (reply["prompt"], reply["version"]) == ("1+1=", 0)  # the RL sample
+    assert (reply["prompt"], reply["version"]) == ("1+1=", -1)  # the RL sample: no version of the trainer's
     assert (str(eval(reply["completion"].removeprefix("print"))) == reply["expected"]) == reply["right"]
     by_ids = w.post(f"{url}/generate", {"input_ids": [65, 2]})["meta_info"]
     assert (by_ids["prompt_tokens"], by_ids["completion_tokens"]) == (2, 8)
@@ -255,15 +258,30 @@ def test_the_rollout_answers_sglangs_and_the_routers_requests_with_a_real_forwar
     srv.shutdown()  # type: ignore[attr-defined]
 
 
+def test_the_legacy_rollout_answers_as_older_and_slime_patched_sglang() -> None:
+    w = workload()
+    url, srv = _serve(w, (r := w.Rollout("legacy")), r.routes)
+    assert _get(f"{url}/get_weight_version") == {"weight_version": "default"}
+    assert _get(f"{url}/get_load") == [{"dp_rank": 0, "num_reqs": 0, "num_waiting_reqs": 0, "num_tokens": 0}]
+    assert _get(f"{url}/get_model_info") == {"model_path": "rlop-tiny", "tokenizer_path": None, "is_generation": True}
+    assert (_status(f"{url}/model_info"), _status(f"{url}/v1/loads")) == (404, 404)
+    srv.shutdown()  # type: ignore[attr-defined]
+    with pytest.raises(SystemExit, match="current or legacy"):
+        w.Rollout("newest")
+
+
 def test_a_rollout_loads_a_published_version_and_keeps_its_own_when_a_load_fails(tmp_path: Path) -> None:
     w = workload()
-    url, srv = _serve(w, w.Rollout(), w.ROLLOUT_ROUTES)
+    url, srv = _serve(w, (r := w.Rollout()), r.routes)
     w.save_weights(str(tmp_path / "5"), w.make_weights(5))
     w.save_weights(str(tmp_path / "bad"), _tensors(embed=np.zeros((64, 8), np.float32)))
     update = f"{url}/update_weights_from_disk"
     code, out = _call(w, update, {"model_path": str(tmp_path / "5"), "weight_version": "5", "load_format": "auto"})
     assert (code, out["success"], out["num_paused_requests"]) == (200, True, 0)
-    assert _get(f"{url}/get_weight_version") == {"weight_version": "5"}
+    assert out["message"].endswith("Weight version updated to 5.")
+    info = _get(f"{url}/model_info")  # SGLang moves model_path and served_model_name to the loaded path
+    loaded = str(tmp_path / "5")
+    assert (info["weight_version"], info["model_path"], info["served_model_name"]) == ("5", loaded, loaded)
     reply = w.post(f"{url}/generate", {"text": "1+1="})
     assert (reply["meta_info"]["weight_version"], reply["version"]) == ("5", 5)
     assert reply["text"] == w.decode(w.greedy(w.make_weights(5), w.encode("1+1="), 8))
@@ -271,33 +289,35 @@ def test_a_rollout_loads_a_published_version_and_keeps_its_own_when_a_load_fails
         "absent": {"model_path": str(tmp_path / "6"), "weight_version": "6"},
         "wrong shapes": {"model_path": str(tmp_path / "bad"), "weight_version": "6"},
         "no path": {"weight_version": "6"},
-        "not an integer version": {"model_path": str(tmp_path / "5"), "weight_version": "v6"},
+        "a version that is no string": {"model_path": str(tmp_path / "5"), "weight_version": 6},
     }
     for case, body in failures.items():
         code, out = _call(w, update, body)
         assert (code, out["success"]) == (400, False) and out["message"], case
-        assert _get(f"{url}/get_weight_version") == {"weight_version": "5"}, case
+        assert _get(f"{url}/model_info")["weight_version"] == "5", case
     assert _call(w, update, {"model_path": str(tmp_path / "5" / "model.safetensors")})[0] == 200  # version kept
-    assert _get(f"{url}/get_weight_version") == {"weight_version": "5"}
-    assert _metric(w, "rlop_rollout_weight_version") == 5
-    assert _metric(w, "rlop_rollout_weight_updates_total", result="ok") == 2
+    assert _get(f"{url}/model_info")["weight_version"] == "5"
+    code, out = _call(w, update, {"model_path": str(tmp_path / "5"), "weight_version": "step-5"})  # opaque strings
+    assert code == 200 and _get(f"{url}/model_info")["weight_version"] == "step-5"
+    assert _metric(w, "rlop_rollout_weight_version") == -1  # not a version of the trainer's
+    assert _metric(w, "rlop_rollout_weight_updates_total", result="ok") == 3
     assert _metric(w, "rlop_rollout_weight_updates_total", result="failed") == len(failures)
     srv.shutdown()  # type: ignore[attr-defined]
 
 
 def test_a_generation_in_flight_finishes_on_the_weights_it_started_with(tmp_path: Path) -> None:
     w = workload()
-    url, srv = _serve(w, w.Rollout(), w.ROLLOUT_ROUTES)
+    url, srv = _serve(w, (r := w.Rollout()), r.routes)
     w.save_weights(str(tmp_path / "1"), w.make_weights(1))
     got: list[dict[str, Any]] = []
     t = threading.Thread(target=lambda: got.append(w.post(f"{url}/generate", {"text": "x"})))
     t.start()
-    _wait(lambda: _get(f"{url}/get_load")[0]["num_reqs"] == 1)
+    _wait(lambda: _get(f"{url}/v1/loads")["loads"][0]["num_running_reqs"] == 1)
     time.sleep(0.05)  # past taking its weights: it is decoding (0.3 s at least)
     update = {"model_path": str(tmp_path / "1"), "weight_version": "1"}
     assert w.post(f"{url}/update_weights_from_disk", update)["success"]
     t.join(10)
-    assert got[0]["meta_info"]["weight_version"] == "0"
+    assert got[0]["meta_info"]["weight_version"] == "default"
     assert got[0]["text"] == w.decode(w.greedy(w.make_weights(0), w.encode("x"), 8))
     assert w.post(f"{url}/generate", {"text": "x"})["meta_info"]["weight_version"] == "1"
     srv.shutdown()  # type: ignore[attr-defined]
@@ -306,11 +326,11 @@ def test_a_generation_in_flight_finishes_on_the_weights_it_started_with(tmp_path
 def test_a_stopped_rollout_refuses_new_generations_as_infrastructure_and_finishes_its_own() -> None:
     w = workload()
     rollout = w.Rollout()
-    url, srv = _serve(w, rollout, w.ROLLOUT_ROUTES)
+    url, srv = _serve(w, rollout, rollout.routes)
     got: list[dict[str, Any]] = []
     t = threading.Thread(target=lambda: got.append(w.post(f"{url}/generate", {"text": "x"})))
     t.start()
-    _wait(lambda: _get(f"{url}/get_load")[0]["num_reqs"] == 1)
+    _wait(lambda: _get(f"{url}/v1/loads")["loads"][0]["num_running_reqs"] == 1)
     exited: list[int] = []
     stopper = threading.Thread(target=rollout.stop, kwargs={"exit_": exited.append})
     stopper.start()
@@ -320,7 +340,7 @@ def test_a_stopped_rollout_refuses_new_generations_as_infrastructure_and_finishe
     assert (_status(f"{url}/ready"), _status(f"{url}/health")) == (503, 503)  # the router stops sending here
     t.join(10)
     stopper.join(10)
-    assert got[0]["meta_info"]["weight_version"] == "0" and exited == [0]
+    assert got[0]["meta_info"]["weight_version"] == "default" and exited == [0]
     srv.shutdown()  # type: ignore[attr-defined]
 
 
@@ -333,6 +353,7 @@ def test_the_trainer_publishes_atomically_keeps_the_newest_8_and_resumes_from_di
     w = workload()
     trainer = w.Trainer(weights_dir=str(tmp_path), rank=0)
     assert (trainer.published, _metric(w, "rlop_policy_version")) == (0, 0)
+    assert w.checkpoints(str(tmp_path)) == [0]  # its starting weights, for the engines to load before step 1
     trainer.publish_seconds = 0
     writes: list[tuple[str, bool]] = []
     save = w.save_weights
@@ -509,13 +530,13 @@ def test_the_controller_learns_the_policy_version_from_the_trainer_and_retries_a
             return {"version": 7, "policy_version": 5}
 
     trainer_url, trainer_srv = _serve(w, FakeTrainer(), {"POST /batch": "batch"})
-    rollout_url, rollout_srv = _serve(w, w.Rollout(), w.ROLLOUT_ROUTES)
+    rollout_url, rollout_srv = _serve(w, (r := w.Rollout()), r.routes)
     monkeypatch.setenv("RLOP_TRAINER_URL", trainer_url)
     monkeypatch.setenv("RLOP_BATCH", "1")
     ctl = _controller(w, monkeypatch)
     ctl.collect({"version": 0})
     assert (ctl.policy_version, _metric(w, "rlop_controller_policy_version")) == (5, 5)
-    assert ctl.generate(rollout_url, "prompt-1")["meta_info"]["weight_version"] == "0"  # the real rollout, at 0
+    assert ctl.generate(rollout_url, "prompt-1")["meta_info"]["weight_version"] == "default"  # the real rollout
     assert ctl.generate(f"http://127.0.0.1:{_free_port()}", "prompt-2", attempts=2) is None  # nobody listens
     assert _outcomes(ctl.generations) == {"served": 1, "stale": 1, "retried": 2, "lost": 1}
     trainer_srv.shutdown()  # type: ignore[attr-defined]

@@ -60,6 +60,7 @@ from rlop.plan.status import (
     set_condition,
 )
 from rlop.prom.client import Request, Result
+from rlop.protocol import Unreadable
 
 log = logging.getLogger("rlop")
 
@@ -340,16 +341,24 @@ class Controller:
             if not spec.per_replica:
                 continue
             live = [p for p in obs.pods if p.pool == pool and p.ip and not p.deleting and not p.terminal]
-            probes = await gather_probes(self.engine, {p.name: url_of(p, spec.port) for p in live})
+            targets = {p.name: url_of(p, spec.port) for p in live}
+            probes = await gather_probes(self.engine, targets, spec.engine, spec.weights is not None)
             # the router by its pod's IP: a name lookup would wait on kopf's busy thread pool
             routers = [p for p in obs.pods if p.pool == f"{pool}-{ROUTER_SUFFIX}" and p.ip and p.ready
                        and not p.deleting]  # fmt: skip
             router = url_of(routers[0], spec.router.port) if spec.router and routers else ""
-            workers = await self.engine.workers(router) if router else None
+            workers, unsupported = None, ""
+            if router:
+                try:
+                    workers = await self.engine.workers(router)
+                except EngineError:
+                    pass  # it did not answer: held, as a router that is not Ready
+                except Unreadable as exc:
+                    unsupported = str(exc)
             last = job.status.policy_version if job.status else None
             policy = got.versions.get(pool) if got is not None else Reading(float(last)) if last is not None else None
             updating = self.expect.loading(ns)
-            out[pool] = ServingObservation(probes, workers, router, policy, updating)
+            out[pool] = ServingObservation(probes, workers, router, policy, updating, unsupported)
         return out
 
     async def load_weights(self, job: RLJob, update: Update) -> None:

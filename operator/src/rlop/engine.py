@@ -1,26 +1,24 @@
-"""HTTP to the inference servers of serving pools and to their router: the SGLang API slime's external
-engines speak (GET /get_weight_version, GET /get_load, POST /update_weights_from_disk) and sglang-router's
-worker API (GET/POST /workers, DELETE /workers/{id})."""
+"""HTTP to the inference servers of serving pools and to their router. What each answer means is read by
+rlop.protocol (pure); this module only asks, in the order upstream's versions need: the weight version from
+SGLang's GET /model_info (every current release), else GET /get_weight_version (older and slime-patched
+builds); the load from GET /v1/loads, else GET /get_load (SGLang), or vLLM's GET /metrics; the load of new
+weights with POST /update_weights_from_disk; the router's workers through whichever worker API it speaks
+(sglang-router 0.3's /workers with ids, or the older /list_workers, /add_worker?url=)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 from typing import Any
+from urllib.parse import quote
 
 import aiohttp
 
-from rlop.plan.serving import Probe
+from rlop import protocol as P
+from rlop.plan.serving import Probe, version_name
+from rlop.protocol import EngineError
 
-
-class EngineError(Exception):
-    """A server refused or did not answer; `status` is its HTTP code (0: no answer)."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(f"{status}: {message}")
-        self.status = status
-        self.message = message
+__all__ = ["EngineClient", "EngineError", "gather_probes"]
 
 
 class EngineClient:
@@ -28,6 +26,8 @@ class EngineClient:
         self.timeout = aiohttp.ClientTimeout(total=timeout)
         self.load_timeout = aiohttp.ClientTimeout(total=load_timeout)  # loading a checkpoint takes a while
         self._session: aiohttp.ClientSession | None = None
+        self.found: dict[tuple[str, str], str] = {}  # (server, what) -> the endpoint that answered it last
+        self.routers: dict[str, P.RouterApi] = {}  # router -> the worker API it speaks
 
     def session(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
@@ -38,60 +38,94 @@ class EngineClient:
         if self._session is not None:
             await self._session.close()
 
-    async def call(self, method: str, url: str, body: Any = None, slow: bool = False) -> Any:
-        """One request; `slow`: a checkpoint load, given `load_timeout`."""
+    async def send(self, method: str, url: str, body: Any = None, slow: bool = False) -> tuple[int, str]:
+        """One request: the status and the body's text, whatever the status (0: no answer). `slow`: a
+        checkpoint load, or a legacy router's /add_worker (it waits for the worker's /health)."""
         limit = self.load_timeout if slow else self.timeout
         try:
             async with self.session().request(method, url, json=body, timeout=limit) as resp:
-                text = await resp.text()
-                if resp.status >= 400:
-                    raise EngineError(resp.status, text.strip()[:300] or resp.reason or "")
-                return json.loads(text) if text.strip() else None
-        except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
+                return resp.status, await resp.text()
+        except (aiohttp.ClientError, TimeoutError, UnicodeDecodeError) as exc:
             raise EngineError(0, f"{type(exc).__name__}: {exc}") from None
 
-    async def probe(self, url: str) -> Probe:
-        """The version a replica serves and how many requests it has; None for what it did not say."""
-        version: int | None = None
-        with contextlib.suppress(*_UNKNOWN):
-            version = int((await self.call("GET", f"{url}/get_weight_version"))["weight_version"])
-        running: int | None = None
-        with contextlib.suppress(*_UNKNOWN):  # a drain waits for 0; a scale-down picks the least busy
-            running = _requests(await self.call("GET", f"{url}/get_load"))
-        return Probe(version, running)
+    async def ask(self, url: str, what: str, ways: tuple[P.Way, ...]) -> tuple[Any, str]:
+        """The first of `ways` (endpoint, reader) that answers `what`, the one that did last time first: its
+        value and the endpoint. A 404 (or an answer without the field) tries the next; any other failure, or
+        none left, raises P.Unreadable saying what each answered."""
+        last = self.found.get((url, what))
+        heard: list[str] = []
+        for path, read in sorted(ways, key=lambda w: w[0] != last):
+            try:
+                status, text = await self.send("GET", f"{url}{path}")
+            except EngineError as exc:
+                raise P.Unreadable(f"GET {path}: no answer ({exc.message})") from None
+            try:
+                value = read(status, text)
+            except P.Missing as exc:
+                heard.append(f"GET {path}: {exc}")
+                continue
+            except P.Unreadable as exc:
+                raise P.Unreadable("; ".join([*heard, f"GET {path}: {exc}"])) from None
+            self.found[(url, what)] = path
+            return value, f"GET {path}"
+        self.found.pop((url, what), None)
+        raise P.Unreadable("; ".join(heard))
+
+    async def probe(self, url: str, engine: str = "sglang", versions: bool = True) -> Probe:
+        """What a replica serves (its weight version, unless not `versions`) and how many requests it has."""
+        version, source, error = None, "", ""
+        if versions:
+            try:
+                version, source = await self.ask(url, "version", P.VERSION_WAYS)
+            except P.Unreadable as exc:
+                error = str(exc)
+        load: int | None = None
+        with contextlib.suppress(P.Unreadable):  # a drain waits for 0; a scale-down picks the least busy
+            load, _ = await self.ask(url, "load", P.LOAD_WAYS[engine])
+        return Probe(version, load, source, error)
 
     async def load_weights(self, url: str, model_path: str, version: int) -> None:
-        body = {"model_path": model_path, "weight_version": str(version)}
-        out = await self.call("POST", f"{url}/update_weights_from_disk", body, slow=True)
-        if isinstance(out, dict) and out.get("success") is False:
-            raise EngineError(400, str(out.get("message", "update refused")))
+        """SGLang's UpdateWeightFromDiskReqInput: the path, and the version's name as weight_version."""
+        body = {"model_path": model_path, "weight_version": version_name(version)}
+        status, text = await self.send("POST", f"{url}/update_weights_from_disk", body, slow=True)
+        P.read_update(status, text)
 
-    async def workers(self, router: str) -> dict[str, str] | None:
-        """The router's workers, url -> id (None: it did not answer)."""
-        try:
-            out = await self.call("GET", f"{router}/workers")
-        except EngineError:
-            return None
-        return {w["url"]: w["id"] for w in (out or {}).get("workers", [])}
+    async def workers(self, router: str) -> dict[str, str]:
+        """The router's workers, url -> the id it removes them by. Raises P.Unreadable for a router that
+        speaks no worker API rlop knows, EngineError for one that does not answer."""
+        api = self.routers.get(router)
+        for candidate in [api] if api else list(P.RouterApi):
+            status, text = await self.send("GET", f"{router}{candidate.listing}")
+            try:
+                found = P.read_workers(candidate, status, text)
+            except P.Missing:
+                continue
+            self.routers[router] = candidate
+            return found
+        self.routers.pop(router, None)
+        raise P.Unreadable(P.unknown_router(router))
 
     async def register(self, router: str, url: str) -> None:
-        await self.call("POST", f"{router}/workers", {"url": url})
+        api = self.routers.get(router, P.RouterApi.WORKERS)
+        if api is P.RouterApi.WORKERS:
+            status, text = await self.send("POST", f"{router}/workers", {"url": url})
+        else:
+            status, text = await self.send("POST", f"{router}/add_worker?url={quote(url, safe='')}", slow=True)
+        P.read_change(status, text)
 
     async def deregister(self, router: str, worker: str) -> None:
-        await self.call("DELETE", f"{router}/workers/{worker}")
+        api = self.routers.get(router, P.RouterApi.WORKERS)
+        if api is P.RouterApi.WORKERS:
+            status, text = await self.send("DELETE", f"{router}/workers/{quote(worker, safe='')}")
+        else:
+            status, text = await self.send("POST", f"{router}/remove_worker?url={quote(worker, safe='')}")
+        P.read_change(status, text)
 
 
-_UNKNOWN = (EngineError, KeyError, TypeError, ValueError)  # a failed or malformed answer: the value is unknown
-
-
-def _requests(load: Any) -> int:
-    """Running plus waiting requests from SGLang's /get_load (a list with one entry per data-parallel rank)."""
-    ranks = load if isinstance(load, list) else [load]
-    return sum(int(r.get("num_reqs", 0)) + int(r.get("num_waiting_reqs", 0)) for r in ranks)
-
-
-async def gather_probes(engine: EngineClient, targets: dict[str, str]) -> dict[str, Probe]:
+async def gather_probes(
+    engine: EngineClient, targets: dict[str, str], kind: str = "sglang", versions: bool = True
+) -> dict[str, Probe]:
     """Probe every replica at once: pod -> its server's url."""
     names = list(targets)
-    found = await asyncio.gather(*(engine.probe(targets[n]) for n in names))
+    found = await asyncio.gather(*(engine.probe(targets[n], kind, versions) for n in names))
     return dict(zip(names, found, strict=True))

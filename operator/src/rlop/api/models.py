@@ -483,8 +483,9 @@ class Weights(ApiModel):
     mode: Literal["disk"] = Field(
         default="disk",
         description="disk: the trainer writes versioned checkpoints to `volume`; rlop tells each replica to load "
-        "the newest (POST /update_weights_from_disk). (push, a fan-out by rlop with membership epochs, is "
-        "designed, not built.)",
+        "the newest (SGLang's POST /update_weights_from_disk, weight_version the version's decimal name) and "
+        "reads back what it serves (GET /model_info, else /get_weight_version). (push, a fan-out by rlop with "
+        "membership epochs, is designed, not built.)",
     )
     volume: dict[str, Open] = Field(
         min_length=1,
@@ -538,9 +539,25 @@ class Router(ApiModel):
     resources: ResourceRequirements | None = None
 
 
+_VLLM_WEIGHTS = (
+    "!has(self.weights) || self.engine != 'vllm'",
+    "weights is supported with engine sglang only: rlop loads a checkpoint with SGLang's POST "
+    "/update_weights_from_disk and reads its weight_version from GET /model_info; vLLM serves a disk reload and "
+    "a weight version only on its development endpoints (VLLM_SERVER_DEV_MODE=1): leave weights out and let "
+    "the framework sync vLLM's weights",
+)
+
+
 class ServingPool(Pool):
     """Inference replicas behind one entry point: per-replica identity, weight versions, a router, drains."""
 
+    model_config = ConfigDict(json_schema_extra=_cel(_EXCLUSIVE, _VLLM_WEIGHTS))
+
+    engine: Literal["sglang", "vllm"] = Field(
+        default="sglang",
+        description="The inference server the replicas run, for what rlop asks them: sglang (SGLang: weights, "
+        "the load by GET /v1/loads or /get_load), vllm (vLLM: the load by GET /metrics; no weights).",
+    )
     weights: Weights | None = None
     router: Router | None = None
     drain_seconds: int = Field(
@@ -548,7 +565,7 @@ class ServingPool(Pool):
         ge=0,
         le=3600,
         description="Scale-down with a router or weights: the replica leaves the router (and turns NotReady) "
-        "first, and is deleted once its running requests reach 0 (GET /get_load) or after this long.",
+        "first, and is deleted once its requests reach 0 (the engine's load) or after this long.",
     )
 
     @property

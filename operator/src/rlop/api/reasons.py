@@ -22,6 +22,7 @@ APPLIED = "Applied"
 APPLY_FAILED = "ApplyFailed"
 INVALID_SPEC = "InvalidSpec"
 PLANNING_FAILED = "PlanningFailed"
+ROUTER_UNSUPPORTED = "RouterUnsupported"  # a pool's router answers in no worker API rlop speaks
 
 # GangScheduled
 GANG_SUSPENDED = "Suspended"
@@ -63,6 +64,9 @@ IN_SYNC = "InSync"
 BEHIND = "Behind"  # some replica serves a version more than maxStaleness behind the trainer's
 VERSION_UNKNOWN = "VersionUnknown"  # the trainer's version (versionQuery) or a replica's is not known
 CURRENT = "Current"
+NOT_LOADED = (
+    "NotLoaded"  # a replica serves no version rlop assigned ("default": never loaded by rlop), or one unpublished
+)
 DRAINING = "Draining"
 RESTARTED = "Restarted"  # a replica's server restarted since it was judged current: its weights are unknown
 
@@ -103,6 +107,7 @@ CHECKPOINT_NOW = "CheckpointRequested"  # a drain began on a trainer node: the g
 PROBLEMS = (
     INSUFFICIENT_CAPACITY, UNSCHEDULABLE, APPLY_FAILED, PROMETHEUS_UNREACHABLE, METRICS_MISSING, GPU_BUDGET,
     NO_IDLE_CPU, GPU_BUDGET + "And" + NO_IDLE_CPU, UTILIZATION_UNKNOWN, GPU_BUDGET + "And" + UTILIZATION_UNKNOWN,
+    ROUTER_UNSUPPORTED,
 )  # fmt: skip
 # condition reasons an event of their own already explains
 EXPLAINED = (RELEASED, RESTARTING, APPLIED, COMPLETED, MAX_RESTARTS)

@@ -250,7 +250,7 @@ def plan_job(
         else ConditionUpdate(R.READY, "True", R.ALL_POOLS_READY, why)
         if ready
         else ConditionUpdate(R.READY, "False", R.NOT_READY, why),
-        ConditionUpdate(R.SYNCED, "True", R.APPLIED, "children match the spec"),
+        _synced(old, served, full=obs.serving is not None),
     ]
     for update in updates:
         conditions = set_condition(conditions, update, now, generation)
@@ -266,6 +266,17 @@ def plan_job(
     costs = {**scaling.pod_costs, **{pod: c for sp in served.values() for pod, c in sp.costs.items()}}
     return JobPlan(writes, drift, delete, list(gang.release), delete_pods, evict, status, events, costs, marks, served,
                    scale)  # fmt: skip
+
+
+def _synced(old: RLJobStatus, served: Mapping[str, ServingPlan], full: bool) -> ConditionUpdate:
+    """Synced, before the writes are tried: False while a pool's router speaks no worker API rlop knows (held
+    between full passes, which do not ask the router)."""
+    if not full and (before := find(old.conditions, R.SYNCED)) is not None and before.reason == R.ROUTER_UNSUPPORTED:
+        return ConditionUpdate(R.SYNCED, before.status, before.reason, before.message)
+    problems = [f"{pool}: {sp.unsupported}" for pool, sp in served.items() if sp.unsupported]
+    if problems:
+        return ConditionUpdate(R.SYNCED, "False", R.ROUTER_UNSUPPORTED, "; ".join(problems))
+    return ConditionUpdate(R.SYNCED, "True", R.APPLIED, "children match the spec")
 
 
 def _plan_serving(obs: JobObservation, scaling: Scaling, now: datetime) -> dict[str, ServingPlan]:

@@ -20,10 +20,33 @@ from rlop.plan.status import ConditionUpdate
 
 @dataclass(frozen=True)
 class Probe:
-    """What a replica's server said this pass (None: it did not answer)."""
+    """What a replica's server said this pass (None: it did not say)."""
 
-    version: int | None = None  # GET /get_weight_version
-    load: int | None = None  # running + waiting requests, GET /get_load
+    version: str | None = None  # the weight_version it reports: an opaque string (SGLang's default "default")
+    load: int | None = None  # requests running or waiting (SGLang's num_reqs; vLLM's running + waiting)
+    source: str = ""  # the endpoint that reported the version, e.g. "GET /model_info"
+    error: str = ""  # why the version is unknown: what answered, and how
+
+
+def version_name(version: int) -> str:
+    """The weight_version rlop sends with a trainer version: its decimal name, as slime sends str(N)."""
+    return str(version)
+
+
+def named(served: str) -> int | None:
+    """The trainer version whose name `served` is, or None: it is no name rlop gives (SGLang's "default", or
+    "v5", "05", "5.0", " 5"). A match of the names rlop assigns, not a parse: nothing but rlop's own spelling of
+    a version counts."""
+    if not (served.isascii() and served.isdigit() and len(served) <= 18):
+        return None
+    n = int(served)
+    return n if version_name(n) == served else None
+
+
+def shown(served: str) -> str:
+    """A served version as a message shows it: v5 for rlop's names, else quoted and cut short."""
+    n = named(served)
+    return f"v{n}" if n is not None else repr(served[:40] + ("..." if len(served) > 40 else ""))
 
 
 @dataclass(frozen=True)
@@ -37,6 +60,7 @@ class ServingObservation:
     router: str = ""
     policy: Reading | None = None
     updating: Mapping[str, int] = field(default_factory=dict)  # pod -> version it was told to load, in flight
+    unsupported: str = ""  # the router answers, but in no worker API rlop speaks: why
 
 
 @dataclass(frozen=True)
@@ -65,7 +89,7 @@ class Update:
     url: str  # the replica's server
     version: int
     model_path: str
-    catch_up: bool  # the replica is more than maxStaleness behind (a late joiner, or back from an outage)
+    catch_up: bool  # more than maxStaleness behind, or serving no version of rlop's (a late joiner, a new server)
 
 
 @dataclass(frozen=True)
@@ -80,6 +104,7 @@ class ServingPlan:
     costs: dict[str, int] = field(default_factory=dict)  # deletion costs: drained replicas go first
     versions: dict[str, int] | None = None  # replicas per version served (None: not probed this pass)
     sync: ConditionUpdate | None = None  # this pool's part of WeightsInSync (None: nothing new)
+    unsupported: str = ""  # the router speaks no worker API rlop knows: why (Synced=False)
 
 
 def url_of(pod: PodInfo, port: int) -> str:
@@ -128,20 +153,29 @@ def _desc(text: str) -> str:
     return "".join(chr(0x10FFFF - ord(c)) for c in text)
 
 
-def _gate(pod: PodInfo, served: int | None, policy: int | None, staleness: int) -> Gate | None:
+def _gate(pod: PodInfo, probe: Probe, policy: int | None, staleness: int) -> Gate | None:
     """The replica's weights-current condition (None: hold what it has, the trainer's version is unknown).
+    Current means serving the name of a version the trainer published, at most `staleness` behind the newest.
     A server that does not answer is not current whatever the trainer's version: it may come back as a new
     process at its base weights, and must not turn Ready before it is judged."""
     if pod.draining:
         return Gate("False", R.DRAINING, "draining: removed from the router before it is deleted")
-    if served is None:
+    if probe.version is None:
         trainer = f" (trainer v{policy})" if policy is not None else ""
-        return Gate("False", R.VERSION_UNKNOWN, f"does not report its weight version{trainer}")
+        why = f": {probe.error}" if probe.error else ""
+        return Gate("False", R.VERSION_UNKNOWN, f"does not report its weight version{trainer}{why}")
     if policy is None:
         return None
-    if served >= policy - staleness:
-        return Gate("True", R.CURRENT, f"serves v{served} (trainer v{policy})")
-    return Gate("False", R.BEHIND, f"serves v{served}, trainer v{policy}: more than {staleness} behind")
+    served, n = shown(probe.version), named(probe.version)
+    via = f"; {probe.source}" if probe.source else ""
+    if n is None:
+        return Gate("False", R.NOT_LOADED, f"serves {served}, not a version rlop assigned (trainer v{policy}{via})")
+    if n > policy:
+        return Gate("False", R.NOT_LOADED, f"serves {served}, which the trainer has not published (trainer "
+                    f"v{policy}{via})")  # fmt: skip
+    if n >= policy - staleness:
+        return Gate("True", R.CURRENT, f"serves {served} (trainer v{policy}{via})")
+    return Gate("False", R.BEHIND, f"serves {served}, trainer v{policy}: more than {staleness} behind{via}")
 
 
 def plan_serving(
@@ -193,12 +227,12 @@ def plan_serving(
     current: dict[str, bool] = {}
     updates: list[Update] = []
     for p in live:
-        served = (probes.get(p.name) or Probe()).version
+        probe = probes.get(p.name) or Probe()
         if weights is None:
             current[p.name] = True
             continue
         leaving = p.draining or p.name in drain
-        gate = _gate(replace(p, draining=p.draining or ("now" if leaving else "")), served, version,
+        gate = _gate(replace(p, draining=p.draining or ("now" if leaving else "")), probe, version,
                      weights.max_staleness)  # fmt: skip
         if restarted(p):  # judge the new process: the condition's time must be after its start
             gate = (replace(gate, restamp=True) if gate is not None
@@ -206,10 +240,11 @@ def plan_serving(
         if gate is not None and (gate.restamp or (gate.status, gate.message) != (p.weights_current, p.weights_message)):
             gates[p.name] = gate
         current[p.name] = (gate.status if gate else p.weights_current) == "True"
-        if leaving or not p.ip or version is None or served is None or served >= version:
-            continue
+        served = named(probe.version) if probe.version is not None else None
+        if leaving or not p.ip or version is None or probe.version is None or (served or -1) >= version:
+            continue  # (a version ahead of the trainer's is held, not taken back: the trainer's reading may lag)
         if seen.updating.get(p.name, -1) < version:  # not told already (that load is still running)
-            stale = served < version - weights.max_staleness
+            stale = served is None or served < version - weights.max_staleness
             updates.append(Update(p.name, url_of(p, spec.port), version, weights.path_of(version), stale))
 
     register: list[tuple[str, str]] = []
@@ -222,9 +257,10 @@ def plan_serving(
         deregister = sorted((by_url.get(url, ""), url, wid) for url, wid in workers.items() if url not in wanted)
 
     served_versions = [probes[p.name].version for p in active if p.name in probes]
-    versions = dict(Counter(str(v) for v in served_versions if v is not None)) if weights is not None else None
+    versions = dict(Counter(v[:64] for v in served_versions if v is not None)) if weights is not None else None
     sync = _sync(pool, weights, version, seen.policy, active, probes) if weights is not None else None
-    return ServingPlan(replicas, gates, updates, register, deregister, drain, drained, costs, versions, sync)
+    return ServingPlan(replicas, gates, updates, register, deregister, drain, drained, costs, versions, sync,
+                       seen.unsupported)  # fmt: skip
 
 
 def _sync(
@@ -236,10 +272,15 @@ def _sync(
         why = reading.error if reading is not None and reading.error else "not read"
         return ConditionUpdate(R.WEIGHTS, "Unknown", R.VERSION_UNKNOWN, f"{pool}: trainer version unknown: {why}")
     counts = Counter((probes.get(p.name) or Probe()).version for p in active)
-    shown = ", ".join(f"{n} at {'v' + str(v) if v is not None else 'unknown'}"
-                      for v, n in sorted(counts.items(), key=lambda c: -1 if c[0] is None else c[0]))  # fmt: skip
-    message = f"{pool}: {shown or 'no replica'} (trainer v{policy}, maxStaleness {weights.max_staleness})"
-    behind = [v for v in counts.elements() if v is None or v < policy - weights.max_staleness]
+
+    def index(v: str | None) -> int:  # a version of rlop's, -1 for none
+        n = named(v) if v is not None else None
+        return -1 if n is None else n
+
+    parts = ", ".join(f"{n} at {shown(v) if v is not None else 'unknown'}"
+                      for v, n in sorted(counts.items(), key=lambda c: (index(c[0]), c[0] or "")))  # fmt: skip
+    message = f"{pool}: {parts or 'no replica'} (trainer v{policy}, maxStaleness {weights.max_staleness})"
+    behind = [v for v in counts.elements() if not policy - weights.max_staleness <= index(v) <= policy]
     if behind:
         return ConditionUpdate(R.WEIGHTS, "False", R.BEHIND, message)
     return ConditionUpdate(R.WEIGHTS, "True", R.IN_SYNC, message)
