@@ -337,3 +337,18 @@ def test_a_replica_new_since_the_last_probe_withdraws_an_in_sync_claim_between_f
     j = j.model_copy(update={"status": unknown.status})
     held = plan_job(JobObservation(j, pods=pods), NOW).status
     assert next(c for c in held.conditions if c.type == R.WEIGHTS).status == "Unknown"
+
+
+def test_a_router_in_no_worker_api_rlop_speaks_marks_synced_false_held_between_full_passes() -> None:
+    j = serving_job(replicas=1)
+    why = "the router at http://10.0.0.9:30000 speaks no worker API rlop knows (...)"
+    observed = replace(seen({"p1": 5}), unsupported=why, workers=None)
+    refused = plan_job(JobObservation(j, pods=[replica("p1")], serving={"rollout": observed}), NOW)
+    synced = next(c for c in refused.status.conditions if c.type == R.SYNCED)
+    assert (synced.status, synced.reason, synced.message) == ("False", R.ROUTER_UNSUPPORTED, f"rollout: {why}")
+    assert refused.serving["rollout"].register == [] and refused.serving["rollout"].deregister == []
+    j = j.model_copy(update={"status": refused.status})
+    between = plan_job(JobObservation(j, pods=[replica("p1")]), NOW).status  # the router is not asked: held
+    assert next(c for c in between.conditions if c.type == R.SYNCED).reason == R.ROUTER_UNSUPPORTED
+    spoken = plan_job(JobObservation(j, pods=[replica("p1")], serving={"rollout": seen({"p1": 5}, workers={})}), NOW)
+    assert next(c for c in spoken.status.conditions if c.type == R.SYNCED).reason == R.APPLIED

@@ -61,16 +61,10 @@ def _version_field(status: int, text: str) -> str:
     return version
 
 
-def _get_weight_version(status: int, text: str) -> str:
-    """Older SGLang's GET /get_weight_version; from v0.5.9 a 400 "deprecated, use /model_info" (a Missing)."""
-    if status == 400 and "deprecated" in text.lower():
-        raise Missing(f"400 {_cut(text)}")
-    return _version_field(status, text)
-
-
-# the weight version: /model_info first (every SGLang that serves it reports weight_version there), then the
+# the weight version: /model_info first (SGLang reports weight_version there since before it deprecated
+# /get_weight_version: a 404 "deprecated. Please use '/model_info'" from v0.5.9, no route later), then the
 # endpoint older and slime-patched builds serve
-VERSION_WAYS: tuple[Way, ...] = (("/model_info", _version_field), ("/get_weight_version", _get_weight_version))
+VERSION_WAYS: tuple[Way, ...] = (("/model_info", _version_field), ("/get_weight_version", _version_field))
 
 
 def _count(value: Any, name: str) -> int:

@@ -279,7 +279,9 @@ def _sync(
 
     parts = ", ".join(f"{n} at {shown(v) if v is not None else 'unknown'}"
                       for v, n in sorted(counts.items(), key=lambda c: (index(c[0]), c[0] or "")))  # fmt: skip
-    message = f"{pool}: {parts or 'no replica'} (trainer v{policy}, maxStaleness {weights.max_staleness})"
+    sources = sorted({probe.source for p in active if (probe := probes.get(p.name)) and probe.source})
+    read = f"; read at {', '.join(sources)}" if sources else ""
+    message = f"{pool}: {parts or 'no replica'} (trainer v{policy}, maxStaleness {weights.max_staleness}{read})"
     behind = [v for v in counts.elements() if not policy - weights.max_staleness <= index(v) <= policy]
     if behind:
         return ConditionUpdate(R.WEIGHTS, "False", R.BEHIND, message)
