@@ -121,8 +121,9 @@ def _body(e: urllib.error.HTTPError) -> str:
 def infrastructure(e: Exception) -> bool:
     """A failure of the way to a replica, not of the request: worth another attempt, on whichever replica
     the router or Service picks. Every HTTP error is one but a refusal of the request itself (400, 422):
-    sglang-router's source answers "500 Request failed" when the worker it picked is gone, and a 404 (seen on
-    kind, source unknown) is no refusal of the prompt; a refused, reset or cut connection, a timeout are too."""
+    sglang-router 0.3.2 answers a 500 call_upstream_request_error when the worker it picked is gone (0.2.x:
+    "Request failed: ...") and a 503 no_available_workers when none is left, and a 404 (seen on kind, source
+    unknown) is no refusal of the prompt; a refused, reset or cut connection, a timeout are too."""
     if isinstance(e, urllib.error.HTTPError):
         return e.code not in (400, 422)
     return isinstance(e, urllib.error.URLError | ConnectionError | TimeoutError | http.client.HTTPException)

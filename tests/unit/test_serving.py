@@ -352,3 +352,14 @@ def test_a_router_in_no_worker_api_rlop_speaks_marks_synced_false_held_between_f
     assert next(c for c in between.conditions if c.type == R.SYNCED).reason == R.ROUTER_UNSUPPORTED
     spoken = plan_job(JobObservation(j, pods=[replica("p1")], serving={"rollout": seen({"p1": 5}, workers={})}), NOW)
     assert next(c for c in spoken.status.conditions if c.type == R.SYNCED).reason == R.APPLIED
+
+
+def test_a_new_server_at_sglangs_default_version_is_told_to_load_the_trainers_and_the_event_says_why() -> None:
+    j = serving_job(replicas=1)
+    plan = plan_job(JobObservation(j, pods=[replica("p1", gate=None)], serving={"rollout": seen({"p1": "default"})}),
+                    NOW)  # fmt: skip
+    assert [(u.pod, u.version) for u in plan.serving["rollout"].updates] == [("p1", 5)]
+    said = [e.message for e in plan.events if e.reason == R.WEIGHTS_UPDATE]
+    assert said == ["p1 serves 'default': told it to load v5 (/weights/5)"]
+    sync = next(c for c in plan.status.conditions if c.type == R.WEIGHTS)
+    assert (sync.status, sync.message) == ("False", "rollout: 1 at 'default' (trainer v5, maxStaleness 1)")

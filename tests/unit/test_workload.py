@@ -488,7 +488,12 @@ def test_the_controller_counts_generations_retried_lost_and_stale(
 
 @pytest.mark.parametrize(
     "failure",
-    [(500, b"Request failed: error sending request: connection refused"),  # sglang-router: its worker is gone
+    # sglang-router 0.3.2 (smg-project/smg c7f9bf9f5): src/routers/http/router.rs:560-569, 657-706 and
+    # src/routers/error.rs:8-19, 55-81 (its worker is gone), router.rs:279-287 (none left); 0.2.x (c8b385017):
+    # router.rs:526-530
+    [(500, b'{"error":{"type":"Internal Server Error","code":"call_upstream_request_error","message":"x"}}'),
+     (500, b"Request failed: error sending request for url (http://10.0.0.5:8000/generate)"),
+     (503, b'{"error":{"type":"Service Unavailable","code":"no_available_workers","message":"x"}}'),
      (404, b"")],  # what answered where a replica was
 )  # fmt: skip
 def test_a_router_that_could_not_reach_its_worker_is_retried_not_lost(

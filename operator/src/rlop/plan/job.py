@@ -304,8 +304,8 @@ def _serving_events(job: RLJob, pool: str, sp: ServingPlan) -> list[Event]:
                   needs=((REGISTER, pod),)) for pod, url in sp.register]  # fmt: skip
     out += [Event("Normal", R.ROUTER_REMOVED, f"removed {pod or url} from the {pool} router",
                   needs=((DEREGISTER, url),)) for pod, url, _ in sp.deregister]  # fmt: skip
-    out += [Event("Normal", R.WEIGHTS_UPDATE, f"{u.pod} is behind: told it to load v{u.version} ({u.model_path})",
-                  needs=((LOAD, u.pod),)) for u in sp.updates if u.catch_up]  # fmt: skip
+    out += [Event("Normal", R.WEIGHTS_UPDATE, f"{u.pod} serves {u.served}: told it to load v{u.version} "
+                  f"({u.model_path})", needs=((LOAD, u.pod),)) for u in sp.updates if u.catch_up]  # fmt: skip
     return out
 
 

@@ -90,6 +90,7 @@ class Update:
     version: int
     model_path: str
     catch_up: bool  # more than maxStaleness behind, or serving no version of rlop's (a late joiner, a new server)
+    served: str = ""  # what it serves now, as a message shows it
 
 
 @dataclass(frozen=True)
@@ -245,7 +246,8 @@ def plan_serving(
             continue  # (a version ahead of the trainer's is held, not taken back: the trainer's reading may lag)
         if seen.updating.get(p.name, -1) < version:  # not told already (that load is still running)
             stale = served is None or served < version - weights.max_staleness
-            updates.append(Update(p.name, url_of(p, spec.port), version, weights.path_of(version), stale))
+            updates.append(Update(p.name, url_of(p, spec.port), version, weights.path_of(version), stale,
+                                  shown(probe.version)))  # fmt: skip
 
     register: list[tuple[str, str]] = []
     deregister: list[tuple[str, str, str]] = []
