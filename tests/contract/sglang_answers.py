@@ -65,3 +65,33 @@ def v0_5_23(version: str = "default", running: int = 3, waiting: int = 2) -> Tab
         ("GET", "/v1/loads"): Answer(200, v1_loads([running], [waiting]), "v1_loads.py:96-150 @v0.5.23"),
         ("POST", "/update_weights_from_disk"): update_ok("7"),
     }
+
+
+DEPRECATED = ("Endpoint '/get_weight_version' or '/weight_version' is deprecated. Please use '/model_info' "
+              "instead.")  # fmt: skip
+SLIME_PATCH = "THUDM/slime docker/patch/{}/sglang.patch:{} @624b824a"
+
+
+def v0_5_9(version: str = "default", running: int = 3, waiting: int = 2) -> Table:
+    """SGLang v0.5.9, as the upstream lines slime's patch for it keeps or removes show them (only these are
+    transcribed; anything else answers 404): /get_weight_version raises a 404 "deprecated" (http_server.py:574-
+    583, the lines the patch removes), /model_info carries weight_version (server_args.weight_version), and
+    the scheduler's get_load counts num_reqs = running + waiting (scheduler_metrics_mixin.py:609-620)."""
+    info = {"model_path": "/models/Qwen3-8B", "tokenizer_path": "/models/Qwen3-8B", "is_generation": True,
+            "preferred_sampling_params": None, "weight_version": version}  # fmt: skip
+    load = [{"dp_rank": 0, "num_reqs": running + waiting, "num_waiting_reqs": waiting, "num_tokens": 512,
+             "ts_tic": 1.0}]  # fmt: skip
+    gone = Answer(404, {"detail": DEPRECATED}, SLIME_PATCH.format("v0.5.9", "825-832"))
+    return {
+        ("GET", "/model_info"): Answer(200, info, SLIME_PATCH.format("v0.5.9", "825 (hunk: async def model_info)")),
+        ("GET", "/get_weight_version"): gone,
+        ("GET", "/weight_version"): gone,
+        ("GET", "/get_load"): Answer(200, load, SLIME_PATCH.format("v0.5.9", "1562-1612")),
+    }
+
+
+def slime_v0_5_15(version: str = "3") -> Table:
+    """slime's build (SGLang v0.5.15.post1 with slime's patches, what slimerl/slime ships): the patch gives
+    /get_weight_version back as {"weight_version": model_info()["weight_version"]} (sglang.patch:313-322)."""
+    back = Answer(200, {"weight_version": version}, SLIME_PATCH.format("v0.5.15.post1", "313-322"))
+    return {**v0_5_9(version), ("GET", "/get_weight_version"): back, ("GET", "/weight_version"): back}

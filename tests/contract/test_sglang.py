@@ -47,17 +47,36 @@ def test_upstream_sglang_0_5_23_reports_its_version_at_model_info_and_its_load_a
     assert run(probed(S.v0_5_23("7")))[0].version == "7"
 
 
-LEGACY: Table = {  # SGLang before /model_info carried weight_version, and slime's patched builds
-    ("GET", "/get_weight_version"): Answer(200, {"weight_version": "3"}, "http_server.py get_weight_version"),
-    ("GET", "/get_load"): Answer(200, [{"dp_rank": 0, "num_reqs": 5, "num_waiting_reqs": 2, "num_tokens": 80}],
-                                 "the scheduler's get_load: num_reqs = running + waiting"),
-}  # fmt: skip
+def test_sglang_0_5_9_is_read_at_model_info_and_get_load_whose_num_reqs_counts_the_waiting() -> None:
+    got, server = run(probed(S.v0_5_9("4", running=3, waiting=2)))
+    assert got == Probe("4", 5, "GET /model_info")  # 5, not 5 + 2: num_waiting_reqs is a part of num_reqs
+    assert server.asked() == ["GET /model_info", "GET /v1/loads", "GET /get_load"]  # never the deprecated one
 
 
-def test_older_sglang_is_read_at_get_weight_version_and_get_load_whose_num_reqs_counts_the_waiting() -> None:
+def test_slimes_patched_build_answers_model_info_first_and_the_same_version() -> None:
+    got, _ = run(probed(S.slime_v0_5_15("3")))
+    assert got.version == "3" and got.source == "GET /model_info"
+
+
+# A server without /model_info that answers /get_weight_version (the reference server's legacy mode; the shape of
+# slime's patched endpoint, sglang.patch:313-322): not transcribed from one SGLang release, but the fallback's case.
+LEGACY: Table = {
+    ("GET", "/get_weight_version"): S.slime_v0_5_15("3")[("GET", "/get_weight_version")],
+    ("GET", "/get_load"): S.v0_5_9(running=3, waiting=2)[("GET", "/get_load")],
+}
+
+
+def test_a_server_without_model_info_is_read_at_get_weight_version() -> None:
     got, server = run(probed(LEGACY))
-    assert got == Probe("3", 5, "GET /get_weight_version")  # 5, not 5 + 2: num_waiting_reqs is a part of num_reqs
+    assert got == Probe("3", 5, "GET /get_weight_version")
     assert server.asked() == ["GET /model_info", "GET /get_weight_version", "GET /v1/loads", "GET /get_load"]
+
+
+def test_a_deprecated_get_weight_version_is_no_answer_and_says_so() -> None:
+    table = {("GET", "/model_info"): Answer(200, {"model_path": "m"}), **{
+        k: v for k, v in S.v0_5_9().items() if k[1] == "/get_weight_version"}}  # fmt: skip
+    got, _ = run(probed(table))
+    assert got.version is None and "GET /get_weight_version: 404 (not served)" in got.error
 
 
 def test_the_endpoint_that_answered_is_asked_first_next_time() -> None:

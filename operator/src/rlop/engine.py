@@ -20,6 +20,8 @@ from rlop.protocol import EngineError
 
 __all__ = ["EngineClient", "EngineError", "gather_probes"]
 
+REMEMBER = 10000  # servers whose endpoints are remembered, at most
+
 
 class EngineClient:
     def __init__(self, timeout: float = 2.0, load_timeout: float = 600.0) -> None:
@@ -28,6 +30,7 @@ class EngineClient:
         self._session: aiohttp.ClientSession | None = None
         self.found: dict[tuple[str, str], str] = {}  # (server, what) -> the endpoint that answered it last
         self.routers: dict[str, P.RouterApi] = {}  # router -> the worker API it speaks
+        # both are hints (what to ask first), keyed by addresses that pods come and go at: forgotten past REMEMBER
 
     def session(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
@@ -66,6 +69,8 @@ class EngineClient:
                 continue
             except P.Unreadable as exc:
                 raise P.Unreadable("; ".join([*heard, f"GET {path}: {exc}"])) from None
+            if len(self.found) >= REMEMBER:
+                self.found.clear()
             self.found[(url, what)] = path
             return value, f"GET {path}"
         self.found.pop((url, what), None)
@@ -100,6 +105,8 @@ class EngineClient:
                 found = P.read_workers(candidate, status, text)
             except P.Missing:
                 continue
+            if len(self.routers) >= REMEMBER:
+                self.routers.clear()
             self.routers[router] = candidate
             return found
         self.routers.pop(router, None)
