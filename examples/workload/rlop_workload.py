@@ -16,7 +16,10 @@ with the labels namespace, rljob and pool, under the names the example RLJob sca
               {"model_path", "weight_version"}, POST /flush_cache, GET /health, /health_generate,
               /model_info (/get_model_info), /server_info (/get_server_info), /v1/loads; with
               RLOP_SGLANG_API=legacy as older and slime-patched builds: /get_weight_version, /get_load and
-              no /model_info, /v1/loads. Metrics: vllm:num_requests_waiting, vllm:num_requests_running,
+              no /model_info, /v1/loads. With RLOP_GROUP_SIZE > 1 one replica is a group of pods, as
+              SGLang's --nnodes: rank 0 (RLOP_GROUP_RANK) serves once every rank has connected to
+              RLOP_GROUP_LEADER_ADDRESS, the others serve only GET /health, and a rank lost ends the
+              rest (exit 1). Metrics: vllm:num_requests_waiting, vllm:num_requests_running,
               rlop_rollout_weight_version, rlop_rollout_weight_updates_total{result: ok, failed}. Stopped
               (SIGTERM), it refuses new generations (503, an infrastructure failure) and finishes those in
               flight (up to RLOP_STOP_SECONDS, 20), as the sandbox does.
@@ -58,6 +61,7 @@ import random
 import resource
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -202,6 +206,91 @@ class Graceful:
         finally:
             with self.lock:
                 self.inflight -= 1
+
+
+# ---------------------------------------------------------------- a replica across several nodes
+
+
+class Rendezvous:
+    """SGLang's multi-node start (--nnodes N --node-rank i --dist-init-addr <leader>:<port>) in miniature:
+    rank 0 listens at the leader's address and returns from join() only once every other rank has connected
+    (a real TCP rendezvous, not a sleep); the ranks then stay connected with a heartbeat, and a lost peer
+    (its process killed, its node gone: no beat for `patience` seconds) ends this process with exit code 1,
+    as a real engine whose collective broke is aborted. Set by RLOP_GROUP_SIZE, RLOP_GROUP_RANK and
+    RLOP_GROUP_LEADER_ADDRESS."""
+
+    BEAT = b"."
+
+    def __init__(self, size: int, rank: int, address: str, patience: float = 5.0,
+                 exit_: Callable[[int], object] = os._exit) -> None:  # fmt: skip
+        if not 0 <= rank < size:
+            raise SystemExit(f"RLOP_GROUP_RANK={rank}: not in [0, {size})")
+        host, _, port = address.rpartition(":")
+        if not host or not port.isdigit():
+            raise SystemExit(f"RLOP_GROUP_LEADER_ADDRESS={address!r}: host:port")
+        self.size, self.rank, self.addr, self.patience, self.exit = size, rank, (host, int(port)), patience, exit_
+        self.peers: list[socket.socket] = []
+
+    def join(self, timeout: float = 600.0) -> None:
+        """Block until the whole group is connected; then watch every peer."""
+        if self.rank == 0:
+            with socket.create_server(("", self.addr[1]), reuse_port=False) as listener:
+                listener.settimeout(timeout)
+                seen: set[int] = set()
+                while len(seen) < self.size - 1:
+                    conn, _ = listener.accept()
+                    conn.settimeout(self.patience)
+                    said = conn.recv(16).decode(errors="replace").strip()
+                    rank = int(said) if said.isdigit() else -1
+                    if not 0 < rank < self.size or rank in seen:
+                        conn.close()  # not a rank of this group, or a rank already here
+                        continue
+                    seen.add(rank)
+                    self.peers.append(conn)
+            for conn in self.peers:
+                conn.sendall(b"ok\n")
+        else:
+            deadline = time.monotonic() + timeout
+            while True:
+                try:
+                    conn = socket.create_connection(self.addr, timeout=self.patience)
+                    conn.sendall(f"{self.rank}\n".encode())
+                    if conn.recv(3) == b"ok\n":
+                        break
+                    conn.close()
+                except OSError:
+                    pass
+                if time.monotonic() > deadline:
+                    raise SystemExit(f"rank {self.rank}: no group at {self.addr[0]}:{self.addr[1]}")
+                time.sleep(0.2)
+            self.peers = [conn]
+        for conn in self.peers:
+            threading.Thread(target=self.watch, args=(conn,), daemon=True).start()
+
+    def watch(self, conn: socket.socket) -> None:
+        """Beat every second; a peer silent for `patience` seconds, or gone, ends this process."""
+        conn.settimeout(self.patience)
+        threading.Thread(target=self.beat, args=(conn,), daemon=True).start()
+        with contextlib.suppress(OSError):
+            while conn.recv(64):
+                pass
+        print(f"rank {self.rank}: lost a rank of the group: exiting", file=sys.stderr, flush=True)
+        self.exit(1)
+
+    def beat(self, conn: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                conn.sendall(self.BEAT)
+                time.sleep(1)
+
+
+def group() -> Rendezvous | None:
+    """This pod's group, from rlop's variables (None: a replica of one pod)."""
+    size = int(os.environ.get("RLOP_GROUP_SIZE", "1") or 1)
+    if size <= 1:
+        return None
+    return Rendezvous(size, int(os.environ.get("RLOP_GROUP_RANK", "0") or 0),
+                      os.environ.get("RLOP_GROUP_LEADER_ADDRESS", ""))  # fmt: skip
 
 
 # ---------------------------------------------------------------- the rollout's tiny model
@@ -769,6 +858,8 @@ def serve_metrics(port: int) -> None:
     threading.Thread(target=server.serve_forever, daemon=True).start()
 
 
+WORKER_RANK_ROUTES = {"GET /health": "health"}  # SGLang's ranks > 0 serve no API, only a health endpoint
+
 ROLES: dict[str, tuple[Callable[[], object], dict[str, str]]] = {
     "rollout": (Rollout, {}),  # its routes depend on the SGLang API it answers as: Rollout.routes
     "reward": (Reward, {"POST /score": "score"}),
@@ -835,8 +926,10 @@ def main() -> None:
     role = cls()
     serve_metrics(METRICS_PORT)
     if isinstance(role, Rollout):  # an engine loads its model before its HTTP server (and /health) is up
+        if (ranks := group()) is not None:
+            ranks.join()  # rank 0 serves once the whole group is there; a lost rank ends the process
         time.sleep(float(os.environ.get("RLOP_LOAD_SECONDS", "2")))
-        routes = role.routes
+        routes = role.routes if ranks is None or ranks.rank == 0 else WORKER_RANK_ROUTES
     if isinstance(role, Graceful | Trainer):  # stop gracefully: the handler returns at once, the stop runs beside
         signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=role.stop, daemon=True).start())
     server(role, routes, PORT).serve_forever()

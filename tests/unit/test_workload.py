@@ -546,3 +546,74 @@ def test_the_controller_learns_the_policy_version_from_the_trainer_and_retries_a
     assert _outcomes(ctl.generations) == {"served": 1, "stale": 1, "retried": 2, "lost": 1}
     trainer_srv.shutdown()  # type: ignore[attr-defined]
     rollout_srv.shutdown()  # type: ignore[attr-defined]
+
+
+def test_a_group_leader_serves_only_once_every_rank_connected_and_a_lost_rank_ends_the_others() -> None:
+    """SGLang's --nnodes rendezvous in the reference server: rank 0 waits for the whole group (a real TCP
+    rendezvous), and a rank killed ends the group (a real engine's collective is gone)."""
+    w = workload()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    exits: dict[int, list[int]] = {0: [], 1: [], 2: []}
+
+    def exiter(rank: int) -> Any:
+        def exit_(code: int) -> None:  # as the process ends: its sockets close
+            exits[rank].append(code)
+            for peer in ranks[rank].peers:
+                peer.close()
+
+        return exit_
+
+    ranks = {r: w.Rendezvous(3, r, f"127.0.0.1:{port}", patience=2, exit_=exiter(r)) for r in range(3)}
+    leader = threading.Thread(target=ranks[0].join, kwargs={"timeout": 20})
+    leader.start()
+    one = threading.Thread(target=ranks[1].join, kwargs={"timeout": 20})
+    one.start()
+    one.join(1.5)
+    assert leader.is_alive() and one.is_alive()  # two of three: nobody serves yet
+    with socket.create_connection(("127.0.0.1", port)) as stranger:  # not a rank of the group: turned away
+        stranger.sendall(b"hello\n")
+        assert stranger.recv(3) == b""
+    ranks[2].join(timeout=20)
+    leader.join(5)
+    one.join(5)
+    assert not leader.is_alive() and not one.is_alive() and all(not e for e in exits.values())
+    time.sleep(2.5)  # beats keep a healthy group together past its patience
+    assert all(not e for e in exits.values())
+    ranks[2].peers[0].close()  # rank 2 is gone (as a kill -9 closes its sockets)
+    _wait(lambda: exits[0][:1] == [1])
+    _wait(lambda: exits[1][:1] == [1])  # the leader gone, rank 1 goes too (its collective is gone)
+
+
+def test_a_group_needs_its_rank_and_the_leaders_address() -> None:
+    w = workload()
+    with pytest.raises(SystemExit, match="not in"):
+        w.Rendezvous(2, 2, "leader:5000")
+    with pytest.raises(SystemExit, match="host:port"):
+        w.Rendezvous(2, 1, "leader")
+
+
+def test_a_rank_that_falls_silent_without_closing_ends_the_group_after_its_patience() -> None:
+    """A node gone sends no FIN: the heartbeat is what notices."""
+    w = workload()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    exits: list[int] = []
+    leader = w.Rendezvous(2, 0, f"127.0.0.1:{port}", patience=1, exit_=exits.append)
+    joined = threading.Thread(target=leader.join, kwargs={"timeout": 20})
+    joined.start()
+    silent = None
+    for _ in range(100):
+        try:
+            silent = socket.create_connection(("127.0.0.1", port))
+            break
+        except OSError:
+            time.sleep(0.05)
+    assert silent is not None
+    silent.sendall(b"1\n")
+    assert silent.recv(3) == b"ok\n"
+    joined.join(5)
+    _wait(lambda: exits == [1], timeout=30)  # no beat from it: the group is over
+    silent.close()
