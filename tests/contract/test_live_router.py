@@ -84,8 +84,25 @@ def generate(router_url: str) -> str:
         return str(json.loads(resp.read())["meta_info"]["weight_version"])
 
 
-def test_the_real_router_takes_rlops_workers_in_and_out() -> None:
+def load(url: str, path: Path, version: int) -> None:
+    """Publish version `version` at `path` as the reference trainer does, and load it into the server."""
+    env = {**os.environ, "RLOP_POOL": "trainer"}
+    code = f"import sys; sys.argv = ['w', 'sandbox']; import runpy; w = runpy.run_path({str(WORKLOAD)!r}); " \
+           f"w['save_weights']({str(path)!r}, w['make_weights']({version}))"  # fmt: skip
+    subprocess.run([sys.executable, "-c", code], env=env, check=True)
+    body = json.dumps({"model_path": str(path), "weight_version": str(version)}).encode()
+    request = urllib.request.Request(f"{url}/update_weights_from_disk", data=body,
+                                     headers={"Content-Type": "application/json"})  # fmt: skip
+    with urllib.request.urlopen(request, timeout=10) as resp:
+        assert json.loads(resp.read())["success"]
+
+
+def test_the_real_router_takes_rlops_workers_in_and_out(tmp_path: Path) -> None:
+    """Also: replicas whose model_path and served_model_name moved to different checkpoints (SGLang's disk
+    load does that) are all routed to, as the router's source says of its default (non-IGW) mode."""
     with rollout() as a, rollout() as b, router() as r:
+        load(a, tmp_path / "5", 5)
+        load(b, tmp_path / "6", 6)
 
         async def steps() -> None:
             client = EngineClient()
@@ -99,6 +116,7 @@ def test_the_real_router_takes_rlops_workers_in_and_out() -> None:
                         break
                     await asyncio.sleep(0.1)
                 assert set(listed) == {a, b} and all(len(w) == 36 for w in listed.values())  # UUIDs
+                assert {generate(r) for _ in range(6)} == {"5", "6"}  # round robin over both
                 await client.deregister(r, listed[a])
                 for _ in range(100):
                     if set(await client.workers(r)) == {b}:
@@ -109,7 +127,7 @@ def test_the_real_router_takes_rlops_workers_in_and_out() -> None:
                 await client.close()
 
         asyncio.run(steps())
-        assert generate(r) == "default"  # routed to b, the one left
+        assert {generate(r) for _ in range(4)} == {"6"}  # routed to b, the one left
 
 
 def test_rlops_probe_reads_the_reference_server_in_both_sglang_modes() -> None:
