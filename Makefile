@@ -50,8 +50,8 @@ test: venv binaries lint ## everything: lint, unit + integration tests (local co
 e2e: venv ## the kind tier: the chart, the example RLJob and the workload in real pods (needs Docker)
 	@$(call PYTEST,tests/e2e)
 
-unit: venv ## unit tests only (no cluster)
-	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
+unit: venv ## unit and contract tests (no cluster)
+	$(PY) -m pytest tests/unit tests/contract $(PYTEST_ARGS)
 
 chaos: venv binaries ## kill -9 the operator mid-flight, 20 seeded runs of 20 RLJobs; prints the table
 	$(PY) -m tests.chaos --runs 20 --jobs 20

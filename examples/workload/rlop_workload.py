@@ -232,40 +232,55 @@ class Rendezvous:
         self.peers: list[socket.socket] = []
 
     def join(self, timeout: float = 600.0) -> None:
-        """Block until the whole group is connected; then watch every peer."""
+        """Block until the whole group is connected (at most `timeout` seconds); then watch every peer."""
+        deadline = time.monotonic() + timeout
         if self.rank == 0:
-            with socket.create_server(("", self.addr[1]), reuse_port=False) as listener:
-                listener.settimeout(timeout)
-                seen: set[int] = set()
-                while len(seen) < self.size - 1:
-                    conn, _ = listener.accept()
-                    conn.settimeout(self.patience)
-                    said = conn.recv(16).decode(errors="replace").strip()
-                    rank = int(said) if said.isdigit() else -1
-                    if not 0 < rank < self.size or rank in seen:
-                        conn.close()  # not a rank of this group, or a rank already here
-                        continue
-                    seen.add(rank)
-                    self.peers.append(conn)
-            for conn in self.peers:
-                conn.sendall(b"ok\n")
+            self.gather(deadline)
         else:
-            deadline = time.monotonic() + timeout
             while True:
-                try:
+                with contextlib.suppress(OSError):  # the leader not up yet, or gone while we waited: again
                     conn = socket.create_connection(self.addr, timeout=self.patience)
                     conn.sendall(f"{self.rank}\n".encode())
+                    conn.settimeout(max(0.1, deadline - time.monotonic()))  # the others may come much later
                     if conn.recv(3) == b"ok\n":
                         break
                     conn.close()
-                except OSError:
-                    pass
                 if time.monotonic() > deadline:
                     raise SystemExit(f"rank {self.rank}: no group at {self.addr[0]}:{self.addr[1]}")
                 time.sleep(0.2)
             self.peers = [conn]
         for conn in self.peers:
             threading.Thread(target=self.watch, args=(conn,), daemon=True).start()
+
+    def gather(self, deadline: float) -> None:
+        """Rank 0: accept one connection per other rank; anything else (a probe, a stranger) is turned away; a
+        rank that connects again (its process restarted before the group was whole) replaces its old one."""
+        ranks: dict[int, socket.socket] = {}
+        with socket.create_server(("", self.addr[1])) as listener:
+            while len(ranks) < self.size - 1:
+                listener.settimeout(max(0.1, deadline - time.monotonic()))
+                try:
+                    conn, _ = listener.accept()
+                except TimeoutError:
+                    raise SystemExit(f"rank 0: {len(ranks) + 1} of {self.size} ranks after the timeout") from None
+                conn.settimeout(self.patience)
+                try:
+                    said = conn.recv(16).decode(errors="replace").strip()
+                except OSError:
+                    said = ""
+                rank = int(said) if said.isdigit() else -1
+                if not 0 < rank < self.size:
+                    conn.close()
+                    continue
+                if rank in ranks:
+                    ranks[rank].close()
+                ranks[rank] = conn
+            for rank, conn in list(ranks.items()):
+                try:
+                    conn.sendall(b"ok\n")
+                except OSError:
+                    raise SystemExit(f"rank 0: rank {rank} left before the group was whole") from None
+        self.peers = list(ranks.values())
 
     def watch(self, conn: socket.socket) -> None:
         """Beat every second; a peer silent for `patience` seconds, or gone, ends this process."""
@@ -378,7 +393,7 @@ def publish(weights_dir: str, version: int) -> None:
 def version_number(name: str) -> int:
     """A served weight version as a number for this workload's staleness counts: the trainer's versions are
     named by their decimals; anything else (SGLang's "default": no version loaded yet) is -1."""
-    return int(name) if name.isascii() and name.isdigit() else -1
+    return int(name) if name.isascii() and name.isdigit() and str(int(name)) == name else -1
 
 
 class Rollout(Graceful):
@@ -392,8 +407,9 @@ class Rollout(Graceful):
     builds: GET /get_weight_version, GET /get_load (num_reqs counts the waiting requests too), GET
     /get_model_info, no /model_info and no /v1/loads."""
 
-    def __init__(self, api: str = os.environ.get("RLOP_SGLANG_API", "current")) -> None:
+    def __init__(self, api: str | None = None) -> None:
         super().__init__()
+        api = api or os.environ.get("RLOP_SGLANG_API", "current")
         if api not in ("current", "legacy"):
             raise SystemExit(f"RLOP_SGLANG_API={api!r}: current or legacy")
         self.api = api

@@ -64,7 +64,7 @@ async def replay(table: Table, missing: Answer = NOT_FOUND) -> AsyncIterator[Rep
                                        request.rel_url.raw_path))  # fmt: skip
         answer = table.get((request.method, request.path), missing)
         text = answer.text if answer.text is not None else "" if answer.body is None else json.dumps(answer.body)
-        return web.Response(status=answer.status, text=text, content_type=answer.content_type)
+        return web.Response(status=answer.status, body=text.encode(), headers={"Content-Type": answer.content_type})
 
     app = web.Application()
     app.router.add_route("*", "/{tail:.*}", handle)

@@ -2,7 +2,7 @@
 sgl-project/sglang (sgl-router/, then sgl-model-gateway/) into smg-project/smg; each release is named by
 its version-bump commit there (0.1.9 cebdf5e4b, 0.2.1 a74b0b8fe, 0.2.4 c8b385017, 0.3.2 c7f9bf9f5), paths
 relative to the router's folder. 0.3.2 is the last sglang-router on PyPI (what hack/kind and the dev extra
-install), and tests/integration/test_router.py runs it for real."""
+install), and tests/contract/test_live_router.py runs it for real."""
 
 from __future__ import annotations
 

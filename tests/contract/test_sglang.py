@@ -109,8 +109,9 @@ NOT_JSON = Answer(200, text="<html><body>It works!</body></html>", content_type=
         ),
         ({}, "GET /model_info: 404 (not served); GET /get_weight_version: 404 (not served)"),  # not SGLang at all
         ({("GET", "/model_info"): Answer(200, text="")}, "200 but not JSON"),
+        ({("GET", "/model_info"): Answer(200, text="[" * 100000)}, "200 but not JSON"),  # past the parser's depth
     ],
-    ids=["html", "int-version", "null-version", "500", "json-list", "no-field", "nothing", "empty-200"],
+    ids=["html", "int-version", "null-version", "500", "json-list", "no-field", "nothing", "empty-200", "deep"],
 )
 def test_a_malformed_answer_is_an_unknown_version_that_says_why_and_never_a_current_replica(
     table: Table, error: str
@@ -141,13 +142,27 @@ def test_a_server_that_does_not_answer_is_unknown() -> None:
 
 @pytest.mark.parametrize(
     "loads",
-    [Answer(200, {"loads": "many"}), Answer(200, {"loads": [{"num_running_reqs": -1}]}), NOT_JSON,
-     Answer(200, {"loads": [{"num_running_reqs": True}]})],
-    ids=["not-a-list", "negative", "html", "bool"],
+    [Answer(200, {"loads": "many"}), Answer(200, {"loads": [{"num_running_reqs": -1, "num_waiting_reqs": 0}]}),
+     NOT_JSON, Answer(200, {"loads": [{"num_running_reqs": True, "num_waiting_reqs": 0}]}),
+     Answer(200, {"loads": []}), Answer(200, {"loads": [{}]}), Answer(200, {"loads": [{"num_running_reqs": 0}]})],
+    ids=["not-a-list", "negative", "html", "bool", "no-rank", "empty-rank", "no-waiting"],
 )  # fmt: skip
 def test_a_malformed_load_is_unknown_not_zero(loads: Answer) -> None:
     got, _ = run(probed({**S.v0_5_23(), ("GET", "/v1/loads"): loads}))
     assert got.version == "default" and got.load is None  # a drain never ends early on a load it could not read
+
+
+def test_an_empty_get_load_is_unknown_not_zero() -> None:
+    got, _ = run(probed({**LEGACY, ("GET", "/get_load"): Answer(200, [])}))
+    assert got.load is None
+
+
+@pytest.mark.parametrize("value", ["NaN", "+Inf", "-3"])
+def test_a_vllm_gauge_that_is_no_count_is_an_unknown_load(value: str) -> None:
+    text = V.METRICS.replace('vllm:num_requests_waiting{engine="1",model_name="Qwen/Qwen3-8B"} 0.0',
+                             f'vllm:num_requests_waiting{{engine="1",model_name="Qwen/Qwen3-8B"}} {value}')  # fmt: skip
+    table = {("GET", "/metrics"): Answer(200, text=text, content_type="text/plain")}
+    assert run(probed(table, engine="vllm", versions=False))[0].load is None
 
 
 def test_vllm_is_asked_its_load_from_metrics_and_nothing_about_weights() -> None:

@@ -12,7 +12,7 @@ from rlop.api import reasons as R
 from rlop.api.models import ServingPool
 from rlop.api.names import LOWEST_COST, WEIGHTS_GATE
 from rlop.plan.autoscale import Reading
-from rlop.plan.job import JobObservation, plan_job
+from rlop.plan.job import JobObservation, plan_job, with_apply_errors
 from rlop.plan.observed import PodInfo
 from rlop.plan.render import render
 from rlop.plan.serving import Probe, ServingObservation, combine, plan_serving
@@ -363,3 +363,38 @@ def test_a_new_server_at_sglangs_default_version_is_told_to_load_the_trainers_an
     assert said == ["p1 serves 'default': told it to load v5 (/weights/5)"]
     sync = next(c for c in plan.status.conditions if c.type == R.WEIGHTS)
     assert (sync.status, sync.message) == ("False", "rollout: 1 at 'default' (trainer v5, maxStaleness 1)")
+
+
+@pytest.mark.parametrize(
+    ("versions", "policy", "status", "reason"),
+    [
+        ({"p1": "default", "p2": None}, 0, "False", R.BEHIND),  # trainer v0, maxStaleness 1: still not in sync
+        ({"p1": "default"}, 0, "False", R.NOT_LOADED),
+        ({"p1": 0}, 0, "True", R.IN_SYNC),
+        ({"p1": 7}, 5, "False", R.NOT_LOADED),  # ahead of the trainer: not a version it published
+        ({"p1": 5, "p2": 3}, 5, "False", R.BEHIND),
+    ],
+)
+def test_weights_in_sync_is_true_only_when_every_replica_serves_a_published_version_within_staleness(
+    versions: dict[str, int | str | None], policy: int, status: str, reason: str
+) -> None:
+    pods = [replica(p) for p in versions]
+    plan = plan_serving("rollout", spec(), len(pods), pods, seen(versions, policy), {}, NOW)
+    assert plan.sync is not None and (plan.sync.status, plan.sync.reason) == (status, reason), plan.sync
+
+
+def test_a_replica_at_the_trainers_version_0_is_not_told_to_load_it_again() -> None:
+    plan = plan_serving("rollout", spec(), 1, [replica("p1")], seen({"p1": 0}, 0), {}, NOW)
+    assert plan.updates == []
+
+
+def test_a_refused_write_does_not_hide_an_unsupported_router() -> None:
+    j = serving_job(replicas=1)
+    observed = replace(seen({"p1": 5}), unsupported="no worker API", workers=None)
+    plan = plan_job(JobObservation(j, pods=[replica("p1")], serving={"rollout": observed}), NOW)
+    status = with_apply_errors(plan.status, ["Deployment j-rollout: forbidden"], NOW)
+    synced = next(c for c in status.conditions if c.type == R.SYNCED)
+    assert (synced.reason, synced.message) == (R.ROUTER_UNSUPPORTED,
+                                               "rollout: no worker API; Deployment j-rollout: forbidden")  # fmt: skip
+    again = with_apply_errors(status, ["Deployment j-rollout: forbidden"], NOW)  # a pass later: said once
+    assert next(c for c in again.conditions if c.type == R.SYNCED).message == synced.message

@@ -575,6 +575,10 @@ def test_a_group_leader_serves_only_once_every_rank_connected_and_a_lost_rank_en
     with socket.create_connection(("127.0.0.1", port)) as stranger:  # not a rank of the group: turned away
         stranger.sendall(b"hello\n")
         assert stranger.recv(3) == b""
+    with socket.create_connection(("127.0.0.1", port)) as silent:  # a probe that says nothing: turned away
+        assert silent.recv(3) == b""
+    time.sleep(2.5)  # rank 2 comes later than rank 1's connect timeout (its patience): rank 1 still waits
+    assert leader.is_alive() and one.is_alive()
     ranks[2].join(timeout=20)
     leader.join(5)
     one.join(5)

@@ -24,9 +24,11 @@ REMEMBER = 10000  # servers whose endpoints are remembered, at most
 
 
 class EngineClient:
-    def __init__(self, timeout: float = 2.0, load_timeout: float = 600.0) -> None:
+    def __init__(self, timeout: float = 2.0, load_timeout: float = 600.0, register_timeout: float = 30.0) -> None:
         self.timeout = aiohttp.ClientTimeout(total=timeout)
         self.load_timeout = aiohttp.ClientTimeout(total=load_timeout)  # loading a checkpoint takes a while
+        # a legacy router's /add_worker waits for the worker's /health (which a registered replica passes)
+        self.register_timeout = aiohttp.ClientTimeout(total=register_timeout)
         self._session: aiohttp.ClientSession | None = None
         self.found: dict[tuple[str, str], str] = {}  # (server, what) -> the endpoint that answered it last
         self.routers: dict[str, P.RouterApi] = {}  # router -> the worker API it speaks
@@ -41,14 +43,16 @@ class EngineClient:
         if self._session is not None:
             await self._session.close()
 
-    async def send(self, method: str, url: str, body: Any = None, slow: bool = False) -> tuple[int, str]:
-        """One request: the status and the body's text, whatever the status (0: no answer). `slow`: a
-        checkpoint load, or a legacy router's /add_worker (it waits for the worker's /health)."""
-        limit = self.load_timeout if slow else self.timeout
+    async def send(
+        self, method: str, url: str, body: Any = None, limit: aiohttp.ClientTimeout | None = None
+    ) -> tuple[int, str]:
+        """One request: the status and the body's text, whatever the status (0: no answer)."""
+        limit = limit or self.timeout
         try:
             async with self.session().request(method, url, json=body, timeout=limit) as resp:
                 return resp.status, await resp.text()
-        except (aiohttp.ClientError, TimeoutError, UnicodeDecodeError) as exc:
+        except (aiohttp.ClientError, TimeoutError, UnicodeError, LookupError, ValueError) as exc:
+            # LookupError: a charset the body names that Python does not know
             raise EngineError(0, f"{type(exc).__name__}: {exc}") from None
 
     async def ask(self, url: str, what: str, ways: tuple[P.Way, ...]) -> tuple[Any, str]:
@@ -69,6 +73,8 @@ class EngineClient:
                 continue
             except P.Unreadable as exc:
                 raise P.Unreadable("; ".join([*heard, f"GET {path}: {exc}"])) from None
+            except Exception as exc:  # a reader's blind spot must cost one value, never a pass
+                raise P.Unreadable("; ".join([*heard, f"GET {path}: unreadable ({type(exc).__name__})"])) from None
             if len(self.found) >= REMEMBER:
                 self.found.clear()
             self.found[(url, what)] = path
@@ -92,14 +98,14 @@ class EngineClient:
     async def load_weights(self, url: str, model_path: str, version: int) -> None:
         """SGLang's UpdateWeightFromDiskReqInput: the path, and the version's name as weight_version."""
         body = {"model_path": model_path, "weight_version": version_name(version)}
-        status, text = await self.send("POST", f"{url}/update_weights_from_disk", body, slow=True)
+        status, text = await self.send("POST", f"{url}/update_weights_from_disk", body, self.load_timeout)
         P.read_update(status, text)
 
     async def workers(self, router: str) -> dict[str, str]:
         """The router's workers, url -> the id it removes them by. Raises P.Unreadable for a router that
         speaks no worker API rlop knows, EngineError for one that does not answer."""
-        api = self.routers.get(router)
-        for candidate in [api] if api else list(P.RouterApi):
+        api = self.routers.get(router)  # the one it spoke last first; a router replaced may speak another
+        for candidate in sorted(P.RouterApi, key=lambda a: a is not api):
             status, text = await self.send("GET", f"{router}{candidate.listing}")
             try:
                 found = P.read_workers(candidate, status, text)
@@ -117,7 +123,8 @@ class EngineClient:
         if api is P.RouterApi.WORKERS:
             status, text = await self.send("POST", f"{router}/workers", {"url": url})
         else:
-            status, text = await self.send("POST", f"{router}/add_worker?url={quote(url, safe='')}", slow=True)
+            status, text = await self.send("POST", f"{router}/add_worker?url={quote(url, safe='')}",
+                                           limit=self.register_timeout)  # fmt: skip
         P.read_change(status, text)
 
     async def deregister(self, router: str, worker: str) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import enum
 import json
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -46,7 +47,7 @@ def _json(status: int, text: str) -> Any:
         raise Unreadable(f"{status} {_cut(text)}")
     try:
         return json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested past the parser's depth
         raise Unreadable(f"200 but not JSON: {_cut(text)}") from None
 
 
@@ -78,10 +79,14 @@ def _v1_loads(status: int, text: str) -> int:
     requests apart (num_running_reqs, num_waiting_reqs)."""
     body = _json(status, text)
     ranks = body.get("loads") if isinstance(body, dict) else None
-    if not isinstance(ranks, list) or not all(isinstance(r, dict) for r in ranks):
-        raise Unreadable(f"200 without a list of loads: {_cut(text)}")
-    return sum(_count(r.get("num_running_reqs", 0), "num_running_reqs")
-               + _count(r.get("num_waiting_reqs", 0), "num_waiting_reqs") for r in ranks)  # fmt: skip
+    fields = ("num_running_reqs", "num_waiting_reqs")  # LoadSnapshot.to_dict always has both
+    if (
+        not isinstance(ranks, list)
+        or not ranks
+        or not all(isinstance(r, dict) and set(fields) <= set(r) for r in ranks)
+    ):
+        raise Unreadable(f"200 without a load per rank: {_cut(text)}")
+    return sum(_count(r[f], f) for r in ranks for f in fields)
 
 
 def _get_load(status: int, text: str) -> int:
@@ -89,7 +94,7 @@ def _get_load(status: int, text: str) -> int:
     waiting requests (num_waiting_reqs is a part of it, not more)."""
     body = _json(status, text)
     ranks = body if isinstance(body, list) else [body]
-    if not all(isinstance(r, dict) and "num_reqs" in r for r in ranks):
+    if not ranks or not all(isinstance(r, dict) and "num_reqs" in r for r in ranks):
         raise Unreadable(f"200 without num_reqs: {_cut(text)}")
     return sum(_count(r["num_reqs"], "num_reqs") for r in ranks)
 
@@ -103,10 +108,12 @@ def _vllm_metrics(status: int, text: str) -> int:
         raise Missing(f"{status} {_cut(text)}") if status == 404 else Unreadable(f"{status} {_cut(text)}")
     try:
         samples = [s for f in text_string_to_metric_families(text) for s in f.samples if s.name in VLLM_LOAD]
-    except ValueError as exc:
+    except (ValueError, TypeError, IndexError) as exc:
         raise Unreadable(f"200 but not Prometheus text: {exc}") from None
     if not samples:
         raise Unreadable(f"200 without {' or '.join(VLLM_LOAD)}")
+    if not all(math.isfinite(s.value) and s.value >= 0 for s in samples):
+        raise Unreadable(f"200 with a load that is not a count: {[s.value for s in samples][:4]}")
     return round(sum(s.value for s in samples))
 
 
@@ -121,7 +128,7 @@ def read_update(status: int, text: str) -> None:
     400 with success false when not. Raises EngineError unless it says it loaded."""
     try:
         body = json.loads(text) if text.strip() else None
-    except ValueError:
+    except (ValueError, RecursionError):
         body = None
     said = body.get("message") if isinstance(body, dict) else None
     message = str(said)[:300] if said is not None else _cut(text, 300)
@@ -154,7 +161,7 @@ def read_workers(api: RouterApi, status: int, text: str) -> dict[str, str]:
         raise EngineError(status, _cut(text))
     try:
         body = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         raise Missing("not JSON") from None
     if api is RouterApi.WORKERS:
         rows = body.get("workers") if isinstance(body, dict) else None

@@ -418,6 +418,10 @@ def with_apply_errors(status: RLJobStatus, errors: Sequence[str], now: datetime)
     if not errors:
         return status
     update = ConditionUpdate(R.SYNCED, "False", R.APPLY_FAILED, "; ".join(errors))
+    planned = find(status.conditions, R.SYNCED)
+    if planned is not None and planned.reason == R.ROUTER_UNSUPPORTED:  # kept: between full passes it is held
+        said = list(dict.fromkeys([*planned.message.split("; "), *errors]))  # each once, pass after pass
+        update = ConditionUpdate(R.SYNCED, "False", R.ROUTER_UNSUPPORTED, "; ".join(said))
     conditions = set_condition(status.conditions, update, now, status.observed_generation)
     phase = status.phase if status.phase in FINISHED else "Error"
     return status.model_copy(update={"phase": phase, "conditions": conditions})

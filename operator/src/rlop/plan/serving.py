@@ -23,7 +23,7 @@ class Probe:
     """What a replica's server said this pass (None: it did not say)."""
 
     version: str | None = None  # the weight_version it reports: an opaque string (SGLang's default "default")
-    load: int | None = None  # requests running or waiting (SGLang's num_reqs; vLLM's running + waiting)
+    load: int | None = None  # requests running or waiting (rlop.protocol.LOAD_WAYS: the engine's own count)
     source: str = ""  # the endpoint that reported the version, e.g. "GET /model_info"
     error: str = ""  # why the version is unknown: what answered, and how
 
@@ -144,7 +144,7 @@ def _victims(active: Sequence[PodInfo], n: int, probes: Mapping[str, Probe], bus
 
     def key(p: PodInfo) -> tuple[bool, float, float, str]:
         load = (probes.get(p.name) or Probe()).load
-        return p.ready, busy.get(p.name, 0.0), float(load or 0), _desc(p.created)
+        return p.ready, busy.get(p.name, 0.0), float("inf") if load is None else float(load), _desc(p.created)
 
     return [p.name for p in sorted(active, key=key)[:n]]
 
@@ -242,7 +242,13 @@ def plan_serving(
             gates[p.name] = gate
         current[p.name] = (gate.status if gate else p.weights_current) == "True"
         served = named(probe.version) if probe.version is not None else None
-        if leaving or not p.ip or version is None or probe.version is None or (served or -1) >= version:
+        if (
+            leaving
+            or not p.ip
+            or version is None
+            or probe.version is None
+            or (served is not None and served >= version)
+        ):
             continue  # (a version ahead of the trainer's is held, not taken back: the trainer's reading may lag)
         if seen.updating.get(p.name, -1) < version:  # not told already (that load is still running)
             stale = served is None or served < version - weights.max_staleness
@@ -275,18 +281,26 @@ def _sync(
         return ConditionUpdate(R.WEIGHTS, "Unknown", R.VERSION_UNKNOWN, f"{pool}: trainer version unknown: {why}")
     counts = Counter((probes.get(p.name) or Probe()).version for p in active)
 
-    def index(v: str | None) -> int:  # a version of rlop's, -1 for none
-        n = named(v) if v is not None else None
-        return -1 if n is None else n
+    def index(v: str | None) -> int | None:  # a version of rlop's, or None
+        return named(v) if v is not None else None
 
-    parts = ", ".join(f"{n} at {shown(v) if v is not None else 'unknown'}"
-                      for v, n in sorted(counts.items(), key=lambda c: (index(c[0]), c[0] or "")))  # fmt: skip
+    def order(item: tuple[str | None, int]) -> tuple[int, str]:  # unknown and not rlop's first, then by version
+        n = index(item[0])
+        return (-1 if n is None else n, item[0] or "")
+
+    parts = ", ".join(
+        f"{n} at {shown(v) if v is not None else 'unknown'}" for v, n in sorted(counts.items(), key=order)
+    )
     sources = sorted({probe.source for p in active if (probe := probes.get(p.name)) and probe.source})
     read = f"; read at {', '.join(sources)}" if sources else ""
     message = f"{pool}: {parts or 'no replica'} (trainer v{policy}, maxStaleness {weights.max_staleness}{read})"
-    behind = [v for v in counts.elements() if not policy - weights.max_staleness <= index(v) <= policy]
-    if behind:
+    low = policy - weights.max_staleness
+    behind = [v for v in counts.elements() if v is None or ((n := index(v)) is not None and n < low)]
+    unassigned = [v for v in counts.elements() if v is not None and ((n := index(v)) is None or n > policy)]
+    if behind:  # behind, or not answering
         return ConditionUpdate(R.WEIGHTS, "False", R.BEHIND, message)
+    if unassigned:  # "default", or a version the trainer has not published
+        return ConditionUpdate(R.WEIGHTS, "False", R.NOT_LOADED, message)
     return ConditionUpdate(R.WEIGHTS, "True", R.IN_SYNC, message)
 
 
