@@ -342,7 +342,7 @@ def test_a_replica_new_since_the_last_probe_withdraws_an_in_sync_claim_between_f
 def test_a_router_in_no_worker_api_rlop_speaks_marks_synced_false_held_between_full_passes() -> None:
     j = serving_job(replicas=1)
     why = "the router at http://10.0.0.9:30000 speaks no worker API rlop knows (...)"
-    observed = replace(seen({"p1": 5}), unsupported=why, workers=None)
+    observed = replace(seen({"p1": 5}), router_problem=(R.ROUTER_UNSUPPORTED, why), workers=None)
     refused = plan_job(JobObservation(j, pods=[replica("p1")], serving={"rollout": observed}), NOW)
     synced = next(c for c in refused.status.conditions if c.type == R.SYNCED)
     assert (synced.status, synced.reason, synced.message) == ("False", R.ROUTER_UNSUPPORTED, f"rollout: {why}")
@@ -390,7 +390,7 @@ def test_a_replica_at_the_trainers_version_0_is_not_told_to_load_it_again() -> N
 
 def test_a_refused_write_does_not_hide_an_unsupported_router() -> None:
     j = serving_job(replicas=1)
-    observed = replace(seen({"p1": 5}), unsupported="no worker API", workers=None)
+    observed = replace(seen({"p1": 5}), router_problem=(R.ROUTER_UNSUPPORTED, "no worker API"), workers=None)
     plan = plan_job(JobObservation(j, pods=[replica("p1")], serving={"rollout": observed}), NOW)
     status = with_apply_errors(plan.status, ["Deployment j-rollout: forbidden"], NOW)
     synced = next(c for c in status.conditions if c.type == R.SYNCED)
@@ -398,3 +398,12 @@ def test_a_refused_write_does_not_hide_an_unsupported_router() -> None:
                                                "rollout: no worker API; Deployment j-rollout: forbidden")  # fmt: skip
     again = with_apply_errors(status, ["Deployment j-rollout: forbidden"], NOW)  # a pass later: said once
     assert next(c for c in again.conditions if c.type == R.SYNCED).message == synced.message
+
+
+def test_a_router_that_answers_its_listing_with_an_error_marks_synced_false_router_failed() -> None:
+    j = serving_job(replicas=1)
+    why = "the router at http://10.0.0.9:30000 answered its listing with 401: unauthorized"
+    observed = replace(seen({"p1": 5}), router_problem=(R.ROUTER_FAILED, why), workers=None)
+    plan = plan_job(JobObservation(j, pods=[replica("p1")], serving={"rollout": observed}), NOW)
+    synced = next(c for c in plan.status.conditions if c.type == R.SYNCED)
+    assert (synced.status, synced.reason, synced.message) == ("False", R.ROUTER_FAILED, f"rollout: {why}")

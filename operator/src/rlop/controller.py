@@ -347,18 +347,19 @@ class Controller:
             routers = [p for p in obs.pods if p.pool == f"{pool}-{ROUTER_SUFFIX}" and p.ip and p.ready
                        and not p.deleting]  # fmt: skip
             router = url_of(routers[0], spec.router.port) if spec.router and routers else ""
-            workers, unsupported = None, ""
+            workers, problem = None, None
             if router:
                 try:
                     workers = await self.engine.workers(router)
-                except EngineError:
-                    pass  # it did not answer: held, as a router that is not Ready
+                except EngineError as exc:  # no answer (0): held, as a router that is not Ready; else said
+                    if exc.status:
+                        problem = (R.ROUTER_FAILED, f"the router at {router} answered its listing with {exc}")
                 except Unreadable as exc:
-                    unsupported = str(exc)
+                    problem = (R.ROUTER_UNSUPPORTED, str(exc))
             last = job.status.policy_version if job.status else None
             policy = got.versions.get(pool) if got is not None else Reading(float(last)) if last is not None else None
             updating = self.expect.loading(ns)
-            out[pool] = ServingObservation(probes, workers, router, policy, updating, unsupported)
+            out[pool] = ServingObservation(probes, workers, router, policy, updating, problem)
         return out
 
     async def load_weights(self, job: RLJob, update: Update) -> None:

@@ -23,6 +23,7 @@ APPLY_FAILED = "ApplyFailed"
 INVALID_SPEC = "InvalidSpec"
 PLANNING_FAILED = "PlanningFailed"
 ROUTER_UNSUPPORTED = "RouterUnsupported"  # a pool's router answers in no worker API rlop speaks
+# (and ROUTER_FAILED, below: a pool's router answers its listing with an error, e.g. a 401 or a 500)
 
 # GangScheduled
 GANG_SUSPENDED = "Suspended"
@@ -107,7 +108,7 @@ CHECKPOINT_NOW = "CheckpointRequested"  # a drain began on a trainer node: the g
 PROBLEMS = (
     INSUFFICIENT_CAPACITY, UNSCHEDULABLE, APPLY_FAILED, PROMETHEUS_UNREACHABLE, METRICS_MISSING, GPU_BUDGET,
     NO_IDLE_CPU, GPU_BUDGET + "And" + NO_IDLE_CPU, UTILIZATION_UNKNOWN, GPU_BUDGET + "And" + UTILIZATION_UNKNOWN,
-    ROUTER_UNSUPPORTED,
+    ROUTER_UNSUPPORTED, ROUTER_FAILED,
 )  # fmt: skip
 # condition reasons an event of their own already explains
 EXPLAINED = (RELEASED, RESTARTING, APPLIED, COMPLETED, MAX_RESTARTS)

@@ -269,14 +269,19 @@ def plan_job(
 
 
 def _synced(old: RLJobStatus, served: Mapping[str, ServingPlan], full: bool) -> ConditionUpdate:
-    """Synced, before the writes are tried: False while a pool's router speaks no worker API rlop knows (held
-    between full passes, which do not ask the router)."""
-    if not full and (before := find(old.conditions, R.SYNCED)) is not None and before.reason == R.ROUTER_UNSUPPORTED:
+    """Synced, before the writes are tried: False while a pool's router cannot be reconciled (it speaks no
+    worker API rlop knows, or answers with an error), held between full passes, which do not ask it."""
+    before = find(old.conditions, R.SYNCED)
+    if not full and before is not None and before.reason in ROUTER_PROBLEMS:
         return ConditionUpdate(R.SYNCED, before.status, before.reason, before.message)
-    problems = [f"{pool}: {sp.unsupported}" for pool, sp in served.items() if sp.unsupported]
+    problems = [(sp.router_problem, pool) for pool, sp in served.items() if sp.router_problem]
     if problems:
-        return ConditionUpdate(R.SYNCED, "False", R.ROUTER_UNSUPPORTED, "; ".join(problems))
+        reason = min(problem[0] for problem, _ in problems)  # RouterFailed before RouterUnsupported
+        return ConditionUpdate(R.SYNCED, "False", reason, "; ".join(f"{pool}: {p[1]}" for p, pool in problems))
     return ConditionUpdate(R.SYNCED, "True", R.APPLIED, "children match the spec")
+
+
+ROUTER_PROBLEMS = (R.ROUTER_FAILED, R.ROUTER_UNSUPPORTED)
 
 
 def _plan_serving(obs: JobObservation, scaling: Scaling, now: datetime) -> dict[str, ServingPlan]:
@@ -419,9 +424,9 @@ def with_apply_errors(status: RLJobStatus, errors: Sequence[str], now: datetime)
         return status
     update = ConditionUpdate(R.SYNCED, "False", R.APPLY_FAILED, "; ".join(errors))
     planned = find(status.conditions, R.SYNCED)
-    if planned is not None and planned.reason == R.ROUTER_UNSUPPORTED:  # kept: between full passes it is held
+    if planned is not None and planned.reason in ROUTER_PROBLEMS:  # kept: between full passes it is held
         said = list(dict.fromkeys([*planned.message.split("; "), *errors]))  # each once, pass after pass
-        update = ConditionUpdate(R.SYNCED, "False", R.ROUTER_UNSUPPORTED, "; ".join(said))
+        update = ConditionUpdate(R.SYNCED, "False", planned.reason, "; ".join(said))
     conditions = set_condition(status.conditions, update, now, status.observed_generation)
     phase = status.phase if status.phase in FINISHED else "Error"
     return status.model_copy(update={"phase": phase, "conditions": conditions})

@@ -60,7 +60,8 @@ class ServingObservation:
     router: str = ""
     policy: Reading | None = None
     updating: Mapping[str, int] = field(default_factory=dict)  # pod -> version it was told to load, in flight
-    unsupported: str = ""  # the router answers, but in no worker API rlop speaks: why
+    # the router answers, but in no worker API rlop speaks (RouterUnsupported) or with an error (RouterFailed)
+    router_problem: tuple[str, str] | None = None  # (reason, message)
 
 
 @dataclass(frozen=True)
@@ -105,7 +106,7 @@ class ServingPlan:
     costs: dict[str, int] = field(default_factory=dict)  # deletion costs: drained replicas go first
     versions: dict[str, int] | None = None  # replicas per version served (None: not probed this pass)
     sync: ConditionUpdate | None = None  # this pool's part of WeightsInSync (None: nothing new)
-    unsupported: str = ""  # the router speaks no worker API rlop knows: why (Synced=False)
+    router_problem: tuple[str, str] | None = None  # why rlop cannot reconcile the router (Synced=False)
 
 
 def url_of(pod: PodInfo, port: int) -> str:
@@ -268,7 +269,7 @@ def plan_serving(
     versions = dict(Counter(v[:64] for v in served_versions if v is not None)) if weights is not None else None
     sync = _sync(pool, weights, version, seen.policy, active, probes) if weights is not None else None
     return ServingPlan(replicas, gates, updates, register, deregister, drain, drained, costs, versions, sync,
-                       seen.unsupported)  # fmt: skip
+                       seen.router_problem)  # fmt: skip
 
 
 def _sync(
