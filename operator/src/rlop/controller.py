@@ -20,7 +20,7 @@ from pydantic import ValidationError
 from rlop import metrics
 from rlop.api import reasons as R
 from rlop.api.models import RLJob, RLJobStatus
-from rlop.api.names import COST_ANNOTATION, GANG_GATE, HASH_ANNOTATION, ROUTER_SUFFIX, WEIGHTS_GATE
+from rlop.api.names import COST_ANNOTATION, GANG_GATE, GROUP_LABEL, HASH_ANNOTATION, ROUTER_SUFFIX, WEIGHTS_GATE
 from rlop.api.pools import serving
 from rlop.config import Config
 from rlop.engine import EngineClient, EngineError, gather_probes
@@ -29,6 +29,7 @@ from rlop.kube.client import KubeError
 from rlop.kube.lease import Lease
 from rlop.kube.recorder import Recorder
 from rlop.plan.autoscale import Reading
+from rlop.plan.groups import failures, members
 from rlop.plan.harvest import Departed, JobKey, departures
 from rlop.plan.job import JobObservation, JobPlan, owned, plan_pass, with_apply_errors
 from rlop.plan.observed import (
@@ -230,7 +231,8 @@ class Controller:
         # what the serving pools' servers and routers say: every full pass, and at once for a job whose
         # replica's server went down or restarted (it would be routed to, and Ready again, with whatever
         # weights the new process has, until it is judged)
-        looking = [key for key, o in inputs.items() if full or any(suspect(p) for p in o.obs.pods)]
+        looking = [key for key, o in inputs.items() if full or any(suspect(p) for p in o.obs.pods)
+                   or broken(o.job, o.obs)]  # fmt: skip
         looks = await asyncio.gather(*(self.look(inputs[k].job, inputs[k].obs, inputs[k].got) for k in looking))
         for key, seen in zip(looking, looks, strict=True):
             inputs[key] = replace(inputs[key], obs=replace(inputs[key].obs, serving=seen))
@@ -340,7 +342,7 @@ class Controller:
         for pool, spec in serving(job):
             if not spec.per_replica:
                 continue
-            live = [p for p in obs.pods if p.pool == pool and p.ip and not p.deleting and not p.terminal]
+            live = [p for p in obs.pods if p.pool == pool and p.leads and p.ip and not p.deleting and not p.terminal]
             targets = {p.name: url_of(p, spec.port) for p in live}
             probes = await gather_probes(self.engine, targets, spec.engine, spec.weights is not None)
             # the router by its pod's IP: a name lookup would wait on kopf's busy thread pool
@@ -450,7 +452,8 @@ class Controller:
             child = (manifest["kind"], manifest["metadata"]["name"])
             digest = manifest["metadata"]["annotations"][HASH_ANNOTATION]
             try:  # not attempt(): an apply returns the version it left, and a 404 (no namespace) is a refusal
-                if child not in obs.children and child[0] != "Pod" and (taken := await self.taken(job, *child)):
+                named = child[0] != "Pod" or GROUP_LABEL in manifest["metadata"]["labels"]  # not a random name
+                if child not in obs.children and named and (taken := await self.taken(job, *child)):
                     errors.append(Refusal(*child, taken))
                     continue
                 result = await self.kube.apply(manifest)
@@ -551,6 +554,11 @@ class Controller:
         task = asyncio.create_task(work)
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
+
+
+def broken(job: RLJob, obs: JobObservation) -> bool:
+    """Has a multi-node replica of `job` lost a rank? Its leader leaves the router in this very pass."""
+    return any(failures(spec, members(pool, obs.pods), obs.nodes) for pool, spec in serving(job) if spec.grouped)
 
 
 def _with_nulls(new: dict[str, Any], old: dict[str, Any] | None) -> dict[str, Any]:

@@ -1,4 +1,5 @@
-"""A terminal table of RLJob pools: desired/ready replicas, last metric and the reason (pure rendering)."""
+"""A terminal table of RLJob pools: desired/ready replicas (groups, for multi-node pools, with their pods per
+replica), last metric and the reason (pure rendering)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Any
 from rlop.api import reasons as R
 from rlop.api.names import WEIGHTS_GATE
 
-COLUMNS = ("JOB", "POOL", "READY", "DESIRED", "METRIC", "REASON")
+COLUMNS = ("JOB", "POOL", "READY", "DESIRED", "PODS/REPLICA", "METRIC", "REASON")
 
 
 def rows(jobs: Iterable[Mapping[str, Any]]) -> list[tuple[str, ...]]:
@@ -20,12 +21,12 @@ def rows(jobs: Iterable[Mapping[str, Any]]) -> list[tuple[str, ...]]:
         for pool, st in sorted((status.get("pools") or {}).items()):
             metric = st.get("lastMetric")
             out.append((
-                name, pool, str(st.get("ready", 0)), str(st.get("desired", 0)),
+                name, pool, str(st.get("ready", 0)), str(st.get("desired", 0)), str(st.get("nodesPerReplica", 1)),
                 "-" if metric is None else f"{metric:g}", st.get("reason") or "",
             ))  # fmt: skip
         ready = next((c for c in status.get("conditions") or [] if c["type"] == R.READY), None)
         if ready and ready["status"] != "True":
-            out.append((name, "-", "", "", "", f"{status.get('phase', '')}: {ready['message']}"))
+            out.append((name, "-", "", "", "", "", f"{status.get('phase', '')}: {ready['message']}"))
     return out
 
 

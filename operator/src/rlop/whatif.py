@@ -272,6 +272,8 @@ def what_if(
     out: dict[str, Any] = {"now": now.isoformat().replace("+00:00", "Z"), "pools": {}}
     for name, status in plan.status.pools.items():
         pool: dict[str, Any] = {"current": base[name], "desired": status.desired}
+        if status.nodes_per_replica:  # a multi-node pool: replicas are groups
+            pool |= {"nodesPerReplica": status.nodes_per_replica, "pods": status.desired * status.nodes_per_replica}
         if name in scaling.explained:
             pool["decision"], pool["reason"], pool["metric"] = scaling.explained[name]
         out["pools"][name] = pool

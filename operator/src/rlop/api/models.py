@@ -548,10 +548,53 @@ _VLLM_WEIGHTS = (
 )
 
 
+GPU = "nvidia.com/gpu"  # the accelerator the GPU budget counts
+
+
+def _claims(template: str) -> str:
+    """CEL: does a container of `template` request (or limit) a GPU?"""
+    return (
+        f"{template}.spec.containers.exists(c, has(c.resources) && ((has(c.resources.requests) && "
+        f"'{GPU}' in c.resources.requests) || (has(c.resources.limits) && '{GPU}' in c.resources.limits)))"
+    )
+
+
+_GROUPS = (
+    ("!has(self.workerTemplate) || self.nodesPerReplica > 1", "workerTemplate needs nodesPerReplica > 1"),
+    (
+        f"!has(self.workerTemplate) || !({_claims('self.template')}) || {_claims('self.workerTemplate')}",
+        f"workerTemplate must request the accelerator the leader's template requests ({GPU}): every rank of "
+        "a multi-node replica holds its share of the model",
+    ),
+    ("self.nodesPerReplica == 1 || self.rendezvousPort != self.port", "rendezvousPort must differ from port"),
+)
+
+
 class ServingPool(Pool):
     """Inference replicas behind one entry point: per-replica identity, weight versions, a router, drains."""
 
-    model_config = ConfigDict(json_schema_extra=_cel(_EXCLUSIVE, _VLLM_WEIGHTS))
+    model_config = ConfigDict(json_schema_extra=_cel(_EXCLUSIVE, _VLLM_WEIGHTS, *_GROUPS))
+
+    nodes_per_replica: int = Field(
+        default=1,
+        ge=1,
+        le=64,
+        description="Pods (one per node) of one replica: an engine spanning nodes, as SGLang's --nnodes. A "
+        "replica of more is a group: rank 0 (the leader, `template`) serves, is probed, loaded and routed to; "
+        "ranks 1.. (`workerTemplate`) join it at RLOP_GROUP_LEADER_ADDRESS. Its pods start together (a gang), "
+        "and any of them failing recreates them all. replicas, minReplicas, maxReplicas and the status count "
+        "groups; the GPU budget counts every pod.",
+    )
+    worker_template: PodTemplate | None = Field(
+        default=None, description="The pod template of ranks 1.. of a group (default: `template`)."
+    )
+    rendezvous_port: int = Field(
+        default=20000,
+        ge=1,
+        le=65535,
+        description="The leader's port its ranks meet at: RLOP_GROUP_LEADER_ADDRESS is <leader's DNS name>:<this> "
+        "(SGLang's --dist-init-addr).",
+    )
 
     engine: Literal["sglang", "vllm"] = Field(
         default="sglang",
@@ -567,6 +610,11 @@ class ServingPool(Pool):
         description="Scale-down with a router or weights: the replica leaves the router (and turns NotReady) "
         "first, and is deleted once its requests reach 0 (the engine's load) or after this long.",
     )
+
+    @property
+    def grouped(self) -> bool:
+        """Is a replica a group of pods (nodesPerReplica > 1), which rlop creates itself?"""
+        return self.nodes_per_replica > 1
 
     @property
     def per_replica(self) -> bool:
@@ -635,6 +683,9 @@ class PoolStatus(ApiModel):
         default=None,
         max_length=8192,  # per window, one a second at the most: 2 x 3601 + 1 for the longest windows
         description="stabilization-window history: only what a window can still use (survives restarts)",
+    )
+    nodes_per_replica: int | None = Field(
+        default=None, description="multi-node pools: pods per replica (desired and ready count groups)"
     )
     versions: dict[str, int] | None = Field(
         default=None, max_length=64, description="serving pools with weights: replicas per weight version served"

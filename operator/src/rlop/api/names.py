@@ -5,6 +5,8 @@ from __future__ import annotations
 RESERVED_PREFIX = "rlop.dev/"  # label and annotation keys no template may set
 JOB_LABEL = "rlop.dev/job"  # which RLJob a child or pod is for (ownership is the controller ownerReference)
 POOL_LABEL = "rlop.dev/pool"
+GROUP_LABEL = "rlop.dev/group"  # on the pods of a multi-node replica (nodesPerReplica > 1): its group index
+RANK_LABEL = "rlop.dev/rank"  # and the pod's rank in it (rank 0 leads: it serves, the others join it)
 HARVEST_LABEL = "rlop.dev/harvest"  # "true" on sandbox pods rlop placed on idle CPU
 DEMO_LABEL = "rlop.dev/demo"  # on the RLJob `rlop demo` applies (the e2e tier removes it on a kept cluster)
 HASH_ANNOTATION = "rlop.dev/spec-hash"  # of a child's own rendering
@@ -29,5 +31,6 @@ HARVEST_PRIORITY_CLASS_NAME = "rlop-harvest"
 WEIGHTS_GATE = "rlop.dev/weights-current"  # readiness gate of serving pods with weights: True once current
 WEIGHTS_VOLUME = "rlop-weights"  # the volume carrying a serving pool's checkpoints (suffixed with the pool)
 ROUTER_SUFFIX = "router"  # a serving pool's router: child `<job>-<pool>-router`, pool label `<pool>-router`
+RANKS_SUFFIX = "ranks"  # a grouped pool's headless Service naming every rank, Ready or not: `<job>-<pool>-ranks`
 MEMBERS_SUFFIX = "members"  # a serving pool's headless Service of Ready replicas: `<job>-<pool>-members`
 LOWEST_COST = -2147483648  # the deletion cost of a drained replica: the ReplicaSet removes it first

@@ -101,6 +101,9 @@ ROUTER_REMOVED = "RouterRemoved"
 ROUTER_FAILED = "RouterFailed"
 REPLICA_DRAINING = "ReplicaDraining"
 REPLICA_DRAINED = "ReplicaDrained"
+GROUP_RELEASED = "GroupReleased"  # a multi-node replica's pods released together
+GROUP_RESTART = "GroupRestart"  # a rank of a multi-node replica failed: its whole group is recreated
+GROUP_UPDATE = "GroupUpdate"  # a multi-node replica recreated on a changed template
 RANK_FAILED = "RankFailed"  # a rank of the running gang failed: the whole gang restarts
 CHECKPOINT_NOW = "CheckpointRequested"  # a drain began on a trainer node: the gang was told to checkpoint
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from rlop.api.models import GPU
 from rlop.plan.observed import NodeInfo, PodInfo, Taint
 from rlop.plan.quantity import Resources, add, fits
 
@@ -48,9 +49,10 @@ def free_capacity(
 
 
 def place_all(
-    pods: Iterable[PodInfo], nodes: Iterable[NodeInfo], free: Mapping[str, Resources]
+    pods: Iterable[PodInfo], nodes: Iterable[NodeInfo], free: Mapping[str, Resources], apart: bool = False
 ) -> tuple[dict[str, str], list[PodInfo]]:
-    """Best-fit decreasing: pod name -> node for those that fit, and the pods that do not."""
+    """Best-fit decreasing: pod name -> node for those that fit, and the pods that do not; `apart`: at
+    most one of them per node (a required anti-affinity among them, as a multi-node replica's)."""
     remaining = {name: dict(res) for name, res in free.items()}
     by_name = {n.name: n for n in nodes}
     placed: dict[str, str] = {}
@@ -60,7 +62,10 @@ def place_all(
         candidates = [
             name
             for name, res in remaining.items()
-            if name in by_name and feasible(pod, by_name[name]) and fits(pod.requests, res)
+            if name in by_name
+            and feasible(pod, by_name[name])
+            and fits(pod.requests, res)
+            and not (apart and name in placed.values())
         ]
         if not candidates:
             unplaced.append(pod)
@@ -73,7 +78,7 @@ def place_all(
 
 def _size(res: Mapping[str, float]) -> tuple[float, float, float]:
     """Order by the scarcest resources first: GPUs, then cores, then memory."""
-    return res.get("nvidia.com/gpu", 0.0), res.get("cpu", 0.0), res.get("memory", 0.0)
+    return res.get(GPU, 0.0), res.get("cpu", 0.0), res.get("memory", 0.0)
 
 
 def shortfall(pods: Iterable[PodInfo], free: Mapping[str, Resources]) -> dict[str, float]:

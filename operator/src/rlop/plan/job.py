@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from rlop.api import reasons as R
@@ -19,8 +19,10 @@ from rlop.api.names import (
 )
 from rlop.api.pools import HARVESTED, autoscaled, fixed_replicas, harvested, pools, serving
 from rlop.plan.gang import GangDecision, plan_gang
+from rlop.plan.groups import GroupPlan, failures, leaving, members, plan_groups
 from rlop.plan.harvest import Departed, HarvestPlan, JobKey, SandboxDemand, plan_harvest
 from rlop.plan.observed import ChildInfo, NodeInfo, PodInfo, owned_by, pod_requests
+from rlop.plan.quantity import Resources, add
 from rlop.plan.readings import JobReadings
 from rlop.plan.render import Manifest, child_name, render, sandbox_pod, sandbox_template
 from rlop.plan.scaling import Scaling, plan_scaling
@@ -149,14 +151,16 @@ def _pool_status(job: RLJob, scaling: Scaling, pods: Sequence[PodInfo]) -> dict[
         status = old.get(pool, PoolStatus())
         if pool in scaling.pools:
             status = scaling.pools[pool].onto(status)
-        out[pool] = status.model_copy(update={"desired": desired, "ready": ready, "replicas": f"{ready}/{desired}"})
+        out[pool] = status.model_copy(update={"desired": desired, "ready": ready, "replicas": f"{ready}/{desired}",
+                                              "nodes_per_replica": None})  # fmt: skip
     return out
 
 
-def _readiness(pools: Mapping[str, PoolStatus], gang: GangDecision) -> tuple[bool, str]:
+def _readiness(pools: Mapping[str, PoolStatus], gang: GangDecision, waiting: Sequence[str] = ()) -> tuple[bool, str]:
     lagging = [f"{name} {p.ready}/{p.desired}" for name, p in pools.items() if p.ready < p.desired]
     if not gang.scheduled and pools.get("trainer", PoolStatus()).desired > 0:
         lagging.insert(0, f"trainer gang: {gang.message}")
+    lagging += waiting
     return not lagging, "; ".join(lagging) or "all pools ready"
 
 
@@ -174,7 +178,10 @@ def plan_job(
     if life.phase is not None:  # the job is over: every pool goes to 0, the objects stay
         scaling = Scaling(dict.fromkeys(scaling.replicas, 0), fresh=False)
     replicas = scaling.replicas
-    served = _plan_serving(obs, scaling, now)
+    grouped = {pool: spec for pool, spec in serving(job) if spec.grouped}
+    groups = {pool: members(pool, obs.pods) for pool in grouped}
+    failed = {pool: failures(spec, groups[pool], obs.nodes) for pool, spec in grouped.items()}
+    served = _plan_serving(obs, scaling, now, {pool: leaving(groups[pool], failed[pool]) for pool in grouped})
     desired = render(job, {**replicas, **{pool: sp.replicas for pool, sp in served.items()}}, life.restarts)
     writes, scale, drift, events = _diff(desired, obs.children, obs.written)
     events += _scale_events(scale, obs.children, {e.pool for e in scaling.events if e.pool})
@@ -227,14 +234,35 @@ def plan_job(
     for pool, sp in served.items():
         events += _serving_events(job, pool, sp)
         marks |= {pod: {DRAIN_ANNOTATION: since, DRAIN_REASON_ANNOTATION: f"{pool} scale-down"} for pod in sp.drain}
-        delete_pods += sp.drained
+        if pool not in grouped:  # a drained leader's whole group goes, below
+            delete_pods += sp.drained
+
+    release = list(gang.release)
+    reserved = _requests_by_node(gang.placement, trainer)
+    planned: dict[str, GroupPlan] = {}
+    for pool, spec in grouped.items():
+        plan = served.get(pool)
+        want = plan.replicas if plan is not None else replicas[pool]
+        gp = plan_groups(job, pool, spec, want, obs.pods, obs.nodes, obs.bound_pods,
+                         [name for name, _ in plan.drained] if plan else [], reserved)  # fmt: skip
+        planned[pool] = gp
+        writes += gp.create
+        delete_pods += gp.delete
+        release += gp.release
+        events += gp.events
+        pool_pods = [p for p in obs.pods if p.pool == pool]
+        reserved = _merge(reserved, _requests_by_node(gp.placement, pool_pods))
 
     old = job.status or RLJobStatus()
     pools = _pool_status(job, scaling, obs.pods)
     for pool, sp in served.items():
         if sp.versions is not None:
             pools[pool] = pools[pool].model_copy(update={"versions": sp.versions})
-    ready, why = _readiness(pools, gang)
+    for pool, gp in planned.items():
+        ready_groups = {"ready": gp.ready, "replicas": f"{gp.ready}/{pools[pool].desired}",
+                        "nodes_per_replica": grouped[pool].nodes_per_replica}  # fmt: skip
+        pools[pool] = pools[pool].model_copy(update=ready_groups)
+    ready, why = _readiness(pools, gang, [w for gp in planned.values() for w in gp.waiting])
     conditions = list(old.conditions)
     updates = _with_problem(scaling.conditions, obs.utilization_error) + life.conditions
     if (sync := combine([sp.sync for sp in served.values() if sp.sync is not None])) is not None:
@@ -263,9 +291,23 @@ def plan_job(
     if policy is not None:
         status.policy_version = int(policy)
     events += _transitions(old, status)
-    costs = {**scaling.pod_costs, **{pod: c for sp in served.values() for pod, c in sp.costs.items()}}
-    return JobPlan(writes, drift, delete, list(gang.release), delete_pods, evict, status, events, costs, marks, served,
-                   scale)  # fmt: skip
+    costs = {**scaling.pod_costs, **{pod: c for pool, sp in served.items() if pool not in grouped
+                                     for pod, c in sp.costs.items()}}  # fmt: skip
+    return JobPlan(writes, drift, delete, release, delete_pods, evict, status, events, costs, marks, served, scale)
+
+
+def _requests_by_node(placement: Mapping[str, str], pods: Sequence[PodInfo]) -> dict[str, Resources]:
+    """What the pods placed this pass will take from each node."""
+    by_name = {p.name: p for p in pods}
+    out: dict[str, Resources] = {}
+    for pod, node in placement.items():
+        if pod in by_name:
+            out[node] = add(out.get(node, {}), by_name[pod].requests)
+    return out
+
+
+def _merge(a: Mapping[str, Resources], b: Mapping[str, Resources]) -> dict[str, Resources]:
+    return {node: add(a.get(node, {}), b.get(node, {})) for node in {*a, *b}}
 
 
 def _synced(old: RLJobStatus, served: Mapping[str, ServingPlan], full: bool) -> ConditionUpdate:
@@ -284,17 +326,22 @@ def _synced(old: RLJobStatus, served: Mapping[str, ServingPlan], full: bool) -> 
 ROUTER_PROBLEMS = (R.ROUTER_FAILED, R.ROUTER_UNSUPPORTED)
 
 
-def _plan_serving(obs: JobObservation, scaling: Scaling, now: datetime) -> dict[str, ServingPlan]:
-    """Every serving pool rlop tracks per replica: versions, gates, router, drains."""
+def _plan_serving(
+    obs: JobObservation, scaling: Scaling, now: datetime, leaving: Mapping[str, set[str]]
+) -> dict[str, ServingPlan]:
+    """Every serving pool rlop tracks per replica: versions, gates, router, drains. A multi-node pool's
+    replicas are its leaders; those of `leaving` groups (failed) are out, as if deleted."""
     out = {}
     claim = find(obs.job.status.conditions, R.WEIGHTS) if obs.job.status else None
     claimed = claim is not None and claim.status == "True"  # between full passes, withdrawn if unsure
     for pool, spec in serving(obs.job):
         if not spec.per_replica:
             continue
+        gone = leaving.get(pool, set())
+        pods = [replace(p, deleting=True) if p.name in gone else p for p in obs.pods if p.pool != pool or p.leads]
         seen = None if obs.serving is None else obs.serving.get(pool, ServingObservation())
-        busy = {p.name: float(scaling.pod_costs.get(p.name, p.deletion_cost or 0)) for p in obs.pods if p.pool == pool}
-        out[pool] = plan_serving(pool, spec, scaling.replicas[pool], obs.pods, seen, busy, now, claimed)
+        busy = {p.name: float(scaling.pod_costs.get(p.name, p.deletion_cost or 0)) for p in pods if p.pool == pool}
+        out[pool] = plan_serving(pool, spec, scaling.replicas[pool], pods, seen, busy, now, claimed)
     return out
 
 

@@ -15,11 +15,13 @@ from rlop.api.names import (
     DRAIN_ANNOTATION,
     DRAIN_REASON_ANNOTATION,
     GANG_GATE,
+    GROUP_LABEL,
     HARVEST_LABEL,
     HASH_ANNOTATION,
     HOSTNAME,
     JOB_LABEL,
     POOL_LABEL,
+    RANK_LABEL,
     RESTARTS_ANNOTATION,
     WEIGHTS_GATE,
 )
@@ -91,6 +93,14 @@ class PodInfo:
     exits: tuple[Exit, ...] = ()  # of its regular containers
     disruption: str = ""  # the reason of its DisruptionTarget condition (e.g. PreemptionByScheduler)
     checkpoint_now: str = ""  # rlop's checkpoint-now mark on a trainer pod ("" if none)
+    group: int | None = None  # a multi-node replica's pod: its group's index
+    rank: int | None = None  # and its rank in the group (0: the leader)
+    spec_hash: str | None = None  # of the rendering rlop created it from (the pods rlop creates itself)
+
+    @property
+    def leads(self) -> bool:
+        """Is the pod a replica's server: a pod of its own, or the leader (rank 0) of a group?"""
+        return self.rank is None or self.rank == 0
 
     @property
     def terminal(self) -> bool:
@@ -186,6 +196,9 @@ def pod_info(body: Raw) -> PodInfo:
         if (conditions.get("DisruptionTarget") or {}).get("status") == "True"
         else "",
         checkpoint_now=annotations.get(CHECKPOINT_NOW_ANNOTATION, ""),
+        group=_int(labels.get(GROUP_LABEL)),
+        rank=_int(labels.get(RANK_LABEL)),
+        spec_hash=annotations.get(HASH_ANNOTATION),
     )
 
 

@@ -23,6 +23,7 @@ from rlop.api.names import (
     DRAIN_ENV,
     DRAIN_VOLUME,
     GANG_GATE,
+    GROUP_LABEL,
     HARVEST_LABEL,
     HASH_ANNOTATION,
     HOSTNAME,
@@ -31,6 +32,8 @@ from rlop.api.names import (
     MARK_DIR,
     MEMBERS_SUFFIX,
     POOL_LABEL,
+    RANK_LABEL,
+    RANKS_SUFFIX,
     RESTARTS_ANNOTATION,
     ROUTER_SUFFIX,
     WEIGHTS_GATE,
@@ -54,6 +57,21 @@ def members_name(job: str, pool: str) -> str:
 def router_name(job: str, pool: str) -> str:
     """A serving pool's router: its Deployment, its Service and the pool label of its pods."""
     return child_name(job, f"{pool}-{ROUTER_SUFFIX}")
+
+
+def ranks_name(job: str, pool: str) -> str:
+    """The headless Service that names every rank of a grouped pool, Ready or not (the leaders' DNS)."""
+    return child_name(job, f"{pool}-{RANKS_SUFFIX}")
+
+
+def group_pod_name(job: str, pool: str, group: int, rank: int) -> str:
+    return child_name(job, f"{pool}-{group}-{rank}")
+
+
+def leader_address(job: RLJob, pool: str, spec: ServingPool, group: int) -> str:
+    """Where the ranks of a group meet its leader: a name DNS resolves before the leader is Ready."""
+    name, ns = job.metadata.name, job.metadata.namespace
+    return f"{group_pod_name(name, pool, group, 0)}.{ranks_name(name, pool)}.{ns}.svc:{spec.rendezvous_port}"
 
 
 def router_url(job: RLJob, pool: str, port: int) -> str:
@@ -328,12 +346,16 @@ def pool_deployment(job: RLJob, pool: str, spec: AnyPool, replicas: int) -> Mani
     )
 
 
-def pool_service(job: RLJob, pool: str, port: int, headless: bool, members: bool = False) -> Manifest:
+def pool_service(
+    job: RLJob, pool: str, port: int, headless: bool, members: bool = False, leaders: bool = False
+) -> Manifest:
     """The pool's Service; a headless one names every pod, ready or not (ranks find each other), except a
     serving pool's `members` Service: its DNS lists only the Ready replicas (those serving current weights),
-    each also under its own name, `<a-b-c-d>.<job>-<pool>-members.<namespace>.svc` (its IP, dashed)."""
+    each also under its own name, `<a-b-c-d>.<job>-<pool>-members.<namespace>.svc` (its IP, dashed).
+    `leaders`: the pool's replicas are groups, and only their leaders (rank 0) serve."""
+    chosen = selector(job.metadata.name, pool) | ({RANK_LABEL: "0"} if leaders else {})
     spec: Manifest = {
-        "selector": selector(job.metadata.name, pool),
+        "selector": chosen,
         "ports": [{"name": "main", "port": port, "targetPort": port, "protocol": "TCP"}],
     }
     if headless:
@@ -342,6 +364,55 @@ def pool_service(job: RLJob, pool: str, port: int, headless: bool, members: bool
     if members:
         meta["name"] = members_name(job.metadata.name, pool)
     return _stamped({"apiVersion": "v1", "kind": "Service", "metadata": meta, "spec": spec})
+
+
+def ranks_service(job: RLJob, pool: str, spec: ServingPool) -> Manifest:
+    """Every rank of a grouped pool by name, `<pod>.<job>-<pool>-ranks.<namespace>.svc`, before it is Ready:
+    the workers reach their leader's rendezvous port while it waits for them."""
+    ports = [{"name": "rendezvous", "port": spec.rendezvous_port, "targetPort": spec.rendezvous_port,
+              "protocol": "TCP"}]  # fmt: skip
+    body = {"selector": selector(job.metadata.name, pool), "ports": ports, "clusterIP": "None",
+            "publishNotReadyAddresses": True}  # fmt: skip
+    meta = _metadata(job, pool)
+    meta["name"] = ranks_name(job.metadata.name, pool)
+    return _stamped({"apiVersion": "v1", "kind": "Service", "metadata": meta, "spec": body})
+
+
+def group_pod(job: RLJob, pool: str, spec: ServingPool, group: int, rank: int) -> Manifest:
+    """One rank of a multi-node replica: created by rlop behind the gang gate (its group is released together
+    or not at all), one per node (a required anti-affinity among the group's pods), named for its leader's
+    DNS; only the leader carries the weights readiness gate (it alone is probed and loaded)."""
+    name = job.metadata.name
+    template = spec.worker_template if rank > 0 and spec.worker_template is not None else spec.template
+    tpl = _pod_template(job, pool, template)
+    pod = tpl["spec"]
+    if rank > 0:
+        pod["readinessGates"] = [g for g in pod.get("readinessGates", []) if g.get("conditionType") != WEIGHTS_GATE]
+        if not pod["readinessGates"]:
+            del pod["readinessGates"]
+    pod["schedulingGates"] = [{"name": GANG_GATE}]
+    pod["hostname"] = group_pod_name(name, pool, group, rank)
+    pod["subdomain"] = ranks_name(name, pool)
+    ours = [
+        {"name": "RLOP_GROUP_INDEX", "value": str(group)},
+        {"name": "RLOP_GROUP_RANK", "value": str(rank)},
+        {"name": "RLOP_GROUP_SIZE", "value": str(spec.nodes_per_replica)},
+        {"name": "RLOP_GROUP_LEADER_ADDRESS", "value": leader_address(job, pool, spec, group)},
+    ]
+    for container in pod["containers"]:
+        container["env"] = [e for e in container["env"] if e["name"] not in {o["name"] for o in ours}] + ours
+    labels = {GROUP_LABEL: str(group), RANK_LABEL: str(rank)}
+    apart = {"labelSelector": {"matchLabels": selector(name, pool) | {GROUP_LABEL: str(group)}},
+             "topologyKey": HOSTNAME}  # fmt: skip
+    anti = pod.setdefault("affinity", {}).setdefault("podAntiAffinity", {})
+    anti["requiredDuringSchedulingIgnoredDuringExecution"] = [
+        *anti.get("requiredDuringSchedulingIgnoredDuringExecution", []), apart]  # fmt: skip
+    meta = _metadata(job, pool)
+    meta["name"] = group_pod_name(name, pool, group, rank)
+    meta["labels"] = {**tpl["metadata"]["labels"], **labels}
+    if tpl["metadata"].get("annotations"):
+        meta["annotations"] = dict(tpl["metadata"]["annotations"])
+    return _stamped({"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": pod})
 
 
 ROUTER_METRICS_PORT = 29000
@@ -395,11 +466,14 @@ def render(job: RLJob, replicas: Mapping[str, int], restarts: int = 0) -> list[M
     for kind, spec in all_pools(job):
         if kind.workload == "StatefulSet":
             out.append(trainer_statefulset(job, replicas[kind.name], restarts))
+        elif isinstance(spec, ServingPool) and spec.grouped:  # rlop creates each group's pods itself
+            out.append(ranks_service(job, kind.name, spec))
         elif not (kind.may_harvest and harvested(job)):  # harvested pods are placed one by one, not here
             out.append(pool_deployment(job, kind.name, spec, replicas[kind.name]))
-        out.append(pool_service(job, kind.name, spec.port, headless=kind.headless))
+        leaders = isinstance(spec, ServingPool) and spec.grouped
+        out.append(pool_service(job, kind.name, spec.port, headless=kind.headless, leaders=leaders))
         if isinstance(spec, ServingPool) and spec.per_replica:
-            out.append(pool_service(job, kind.name, spec.port, headless=True, members=True))
+            out.append(pool_service(job, kind.name, spec.port, headless=True, members=True, leaders=leaders))
             if (router := spec.router) is not None:
                 role = f"{kind.name}-{ROUTER_SUFFIX}"
                 out += [router_deployment(job, kind.name, spec, router), pool_service(job, role, router.port, False)]

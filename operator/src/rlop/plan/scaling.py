@@ -9,7 +9,7 @@ from datetime import datetime
 from typing import NamedTuple
 
 from rlop.api import reasons as R
-from rlop.api.models import PoolStatus, Recommendation, RLJob, ScaleEvent
+from rlop.api.models import GPU, PodTemplate, PoolStatus, Recommendation, RLJob, ScaleEvent, ServingPool
 from rlop.api.pools import AnyPool, autoscaled, fixed_replicas, pools
 from rlop.plan.autoscale import Decision, Reading, close, decide, record_scale
 from rlop.plan.budget import Claim, arbitrate
@@ -59,8 +59,15 @@ class Scaling:
     fresh: bool = True  # decided from this interval's metrics (False: pools just keep their replicas)
 
 
+def _gpus(template: PodTemplate) -> float:
+    return pod_requests(template.spec.model_dump(mode="json", exclude_none=True)).get(GPU, 0.0)
+
+
 def gpus_per_replica(pool: AnyPool) -> float:
-    return pod_requests(pool.template.spec.model_dump(mode="json", exclude_none=True)).get("nvidia.com/gpu", 0.0)
+    """The GPUs one replica holds: every pod of a multi-node replica's group."""
+    if isinstance(pool, ServingPool) and pool.grouped:
+        return _gpus(pool.template) + _gpus(pool.worker_template or pool.template) * (pool.nodes_per_replica - 1)
+    return _gpus(pool.template)
 
 
 def _fixed_gpus(job: RLJob, replicas: Mapping[str, int]) -> float:
@@ -134,7 +141,7 @@ def plan_scaling(
     pool_readings: dict[str, list[Reading]] = {}
     for name, (_, auto) in scaled.items():
         prev = old.get(name, PoolStatus())
-        live = [p for p in pods if p.pool == name and not p.deleting and not p.terminal]
+        live = [p for p in pods if p.pool == name and p.leads and not p.deleting and not p.terminal]
         ready = sum(1 for p in live if p.ready)
         metric_readings = [readings.get((name, i), Reading(None, "not queried")) for i in range(len(auto.metrics))]
         pool_readings[name] = metric_readings

@@ -8,9 +8,10 @@ StatefulSet revision it was released at. Every rank exiting 0 is the job's succe
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from operator import attrgetter
 
 from rlop.api import reasons as R
 from rlop.api.models import FINISHED, Phase, RankFailure, RLJob, TrainerStatus
@@ -38,29 +39,36 @@ class TrainerPlan:
 
 
 def rank_failure(
-    gang: Sequence[PodInfo], replicas: int, nodes: Sequence[NodeInfo], started: datetime
+    gang: Sequence[PodInfo],
+    replicas: int,
+    nodes: Sequence[NodeInfo],
+    started: datetime | None,
+    rank_of: Callable[[PodInfo], int | None] = attrgetter("index"),
+    servers: bool = False,
 ) -> Failure | None:
-    """The first failure among the running gang's pods (released at `started`), rank order."""
-    by_rank = sorted(gang, key=lambda p: (p.index is None, p.index or 0, p.name))
+    """The first failure among the running gang's pods (released at `started`; None: its pods are never
+    recreated by anyone but rlop), rank order; `servers`: its pods serve until stopped, so a container that
+    exited at all (code 0 too: the kubelet restarted it) has failed."""
+    by_rank = sorted(gang, key=lambda p: (rank_of(p) is None, rank_of(p) or 0, p.name))
     ready_nodes = {n.name: n.ready for n in nodes}
-    since = rfc3339(started)
+    since = rfc3339(started) if started is not None else None
     for pod in by_rank:
-        rank = pod.index
-        if pod.deleting or pod.created > since:
+        rank = rank_of(pod)
+        if pod.deleting or (since is not None and pod.created > since):
             why = f" ({pod.disruption})" if pod.disruption else ""
             return Failure(R.POD_DELETED, pod.name, rank, f"pod {pod.name} was deleted{why}")
-        if pod.phase == "Failed":
+        if pod.phase == "Failed" or (servers and pod.terminal):
             return Failure(R.POD_FAILED, pod.name, rank, f"pod {pod.name} failed")
         if pod.node and nodes and not ready_nodes.get(pod.node, False):
             state = "NotReady" if pod.node in ready_nodes else "gone"
             return Failure(R.NODE_LOST, pod.name, rank, f"node {pod.node} of pod {pod.name} is {state}")
         for e in pod.exits:
-            if e.code != 0:
+            if e.code != 0 or servers:
                 oom = e.reason == "OOMKilled"
                 what = "was OOMKilled" if oom else f"exited with code {e.code}" + (f" ({e.reason})" if e.reason else "")
                 detail = f"container {e.container} of pod {pod.name} {what}" + (f": {e.message}" if e.message else "")
                 return Failure(R.OOM_KILLED if oom else R.EXIT_CODE, pod.name, rank, detail)
-    ranks = {p.index for p in gang}
+    ranks = {rank_of(p) for p in gang}
     missing = sorted(set(range(replicas)) - ranks)
     if missing:
         return Failure(R.POD_DELETED, "", missing[0], f"rank {missing[0]}'s pod is gone")
