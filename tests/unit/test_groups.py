@@ -54,8 +54,9 @@ class Cluster:
             assert m["metadata"]["name"] not in self.pods, f"{m['metadata']['name']} created twice"
             self.pods[m["metadata"]["name"]] = pod_info(m)
         for name in release:
+            ip = f"10.0.{len(self.pods)}.{sum(map(ord, name)) % 250}"
             self.pods[name] = replace(self.pods[name], gated=False, node=placement[name], phase="Running",
-                                      ready=True, containers_ready=True, ip=f"10.0.{len(self.pods)}.{sum(map(ord, name)) % 250}")  # fmt: skip
+                                      ready=True, containers_ready=True, ip=ip)  # fmt: skip
         for name, _ in delete:
             self.pods[name] = replace(self.pods[name], deleting=True, ready=False)
 
