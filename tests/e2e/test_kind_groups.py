@@ -73,7 +73,16 @@ def k(kind: KindCluster) -> Iterator[Kubectl]:
 
 
 def load(kind: KindCluster, prompts_per_s: float) -> None:
-    kind.post(NS, f"{JOB}-controller", 8000, "/load", {"prompts_per_s": prompts_per_s, "checks_per_prompt": 1})
+    """Set the reference controller's prompt rate (once its pod answers: the first test waits for it)."""
+
+    def told() -> bool:
+        body = {"prompts_per_s": prompts_per_s, "checks_per_prompt": 1}
+        with contextlib.suppress(RuntimeError):
+            kind.post(NS, f"{JOB}-controller", 8000, "/load", body)
+            return True
+        return False
+
+    wait_for(told, 180, "the RL controller to take its load")
 
 
 def groups(k: Kubectl) -> dict[int, dict[int, dict[str, Any]]]:
