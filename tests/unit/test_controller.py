@@ -270,6 +270,15 @@ def test_expectations_add_created_pods_and_mark_removed_ones_until_the_watch_lag
     assert {p.name: p.deleting for p in expect.pods(seen, job=KEY)} == {"a": False, "b": False}
 
 
+def test_a_created_pod_the_watch_showed_and_then_lost_is_not_brought_back() -> None:
+    """Once the watch shows a pod rlop created, the watch alone says whether it exists: a pod deleted moments
+    after its creation (a rank of a group, force-deleted) must not come back as a ghost of the create."""
+    expect = Expectations(clock=Clock())
+    expect.creating("ns", pod("g-1-1", job="j", namespace="ns"))
+    assert [p.name for p in expect.pods([pod("g-1-1", job="j", namespace="ns", uid="u")], job=KEY)] == ["g-1-1"]
+    assert expect.pods([], job=KEY) == []
+
+
 def test_a_new_pod_that_takes_a_removed_pods_name_is_not_terminating() -> None:
     """A StatefulSet recreates a deleted rank under the same name at once: only the old uid is gone."""
     expect = Expectations(clock=Clock())

@@ -136,6 +136,8 @@ class Expectations:
             return p
 
         seen = {(p.namespace, p.name) for p in watched}
+        for known in seen & set(self._created):  # shown: from now on the watch says whether it still exists
+            del self._created[known]
         out = [replace(p, deleting=True) if gone(p) else marked(p) for p in watched]
         for (ns, name), (pod, _) in self._created.items():
             if (ns, name) not in seen and (ns, name) not in self._removed and (job is None or (ns, pod.job) == job):
