@@ -211,6 +211,24 @@ def test_any_rank_failing_recreates_the_whole_group(case: str, hurt: Any) -> Non
     assert sorted(c.step(1).release) == ["j-rollout-0-0", "j-rollout-0-1"]
 
 
+@pytest.mark.parametrize(
+    ("leader_at", "worker_at", "cause"),
+    [
+        ("2026-01-01T00:00:05Z", "2026-01-01T00:00:04Z", "lost rank 1"),  # the worker died; the leader lost it
+        ("2026-01-01T00:00:04Z", "2026-01-01T00:00:05Z", "lost rank 0"),
+        ("2026-01-01T00:00:04Z", "2026-01-01T00:00:04Z", "lost rank 0"),  # same second: rank order
+    ],
+)
+def test_the_rank_that_exited_first_is_named_as_the_cause(leader_at: str, worker_at: str, cause: str) -> None:
+    c = Cluster(grouped())
+    _running(c)
+    leader, worker = "j-rollout-0-0", "j-rollout-0-1"
+    c.pods[leader] = replace(c.pods[leader], exits=(Exit("engine", 1, "Error", "", leader_at),))
+    c.pods[worker] = replace(c.pods[worker], exits=(Exit("engine", 137, "Error", "", worker_at),))
+    gp = c.step(1)
+    assert [e.reason for e in gp.events] == [R.GROUP_RESTART] and cause in gp.events[0].message
+
+
 def test_a_gated_group_missing_a_pod_is_completed_not_restarted() -> None:
     c = Cluster(grouped())
     c.step(1)

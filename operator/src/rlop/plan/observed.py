@@ -55,6 +55,7 @@ class Exit:
     code: int
     reason: str = ""  # e.g. OOMKilled, Error, Completed
     message: str = ""
+    finished: str = ""  # RFC 3339, as the kubelet wrote it
 
 
 @dataclass(frozen=True)
@@ -215,7 +216,7 @@ def _exit(container: Raw) -> Exit | None:
         return None
     code = ended.get("exitCode")
     return Exit(container.get("name", ""), int(code) if isinstance(code, int) else -1, ended.get("reason") or "",
-                (ended.get("message") or "")[:256])  # fmt: skip
+                (ended.get("message") or "")[:256], ended.get("finishedAt") or "")  # fmt: skip
 
 
 def controller_owner(meta: Raw) -> Owner | None:

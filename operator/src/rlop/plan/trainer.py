@@ -46,13 +46,15 @@ def rank_failure(
     rank_of: Callable[[PodInfo], int | None] = attrgetter("index"),
     servers: bool = False,
 ) -> Failure | None:
-    """The first failure among the running gang's pods (released at `started`; None: its pods are never
-    recreated by anyone but rlop), rank order; `servers`: its pods serve until stopped, so a container that
-    exited at all (code 0 too: the kubelet restarted it) has failed."""
+    """The failure of the running gang (released at `started`; None: its pods are never recreated by anyone
+    but rlop): the first pod deleted, failed or on a lost node in rank order, else the container that exited
+    first (the other ranks of a collective die of it later), ties in rank order; `servers`: its pods serve
+    until stopped, so a container that exited at all (code 0 too: the kubelet restarted it) has failed."""
     by_rank = sorted(gang, key=lambda p: (rank_of(p) is None, rank_of(p) or 0, p.name))
     ready_nodes = {n.name: n.ready for n in nodes}
     since = rfc3339(started) if started is not None else None
-    for pod in by_rank:
+    exited: list[tuple[str, int, Failure]] = []
+    for i, pod in enumerate(by_rank):
         rank = rank_of(pod)
         if pod.deleting or (since is not None and pod.created > since):
             why = f" ({pod.disruption})" if pod.disruption else ""
@@ -67,7 +69,11 @@ def rank_failure(
                 oom = e.reason == "OOMKilled"
                 what = "was OOMKilled" if oom else f"exited with code {e.code}" + (f" ({e.reason})" if e.reason else "")
                 detail = f"container {e.container} of pod {pod.name} {what}" + (f": {e.message}" if e.message else "")
-                return Failure(R.OOM_KILLED if oom else R.EXIT_CODE, pod.name, rank, detail)
+                exited.append(
+                    (e.finished or "~", i, Failure(R.OOM_KILLED if oom else R.EXIT_CODE, pod.name, rank, detail))
+                )
+    if exited:
+        return min(exited, key=lambda x: x[:2])[2]
     ranks = {rank_of(p) for p in gang}
     missing = sorted(set(range(replicas)) - ranks)
     if missing:
