@@ -39,10 +39,11 @@ PYTEST = rc=0; $(PY) -m pytest $(1) $(PYTEST_ARGS) || rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests in $(1): failing" >&2; exit 1; fi; exit $$rc
 
 # The kind tier's images build (niced) while the local-control-plane suite runs: that suite mostly waits.
-test: venv binaries lint ## everything: lint, unit + integration tests (local control plane), then the kind tier
+test: venv binaries lint ## everything: lint, unit + integration tests (local control plane; then one serving kube-scheduler's gangs), then the kind tier
 	@bash hack/kind/cluster.sh docker
 	@mkdir -p .rlop; log=.rlop/kind-images.log; nice -n 19 bash hack/kind/images.sh >$$log 2>&1 & images=$$!; \
-	rc=0; ( $(call PYTEST,tests --ignore=tests/e2e) ) || rc=$$?; \
+	rc=0; ( $(call PYTEST,tests --ignore=tests/e2e --ignore=tests/native) ) || rc=$$?; \
+	( $(call PYTEST,tests/native) ) || rc=$$?; \
 	if ! wait $$images; then tail -n 30 $$log >&2; echo "building the kind images failed: $$log" >&2; exit 1; fi; \
 	exit $$rc
 	$(MAKE) e2e

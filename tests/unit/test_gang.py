@@ -108,3 +108,46 @@ def test_ranks_beyond_the_world_size_are_never_released() -> None:
     pods = [replace(p, name=f"j-trainer-{i}", index=i) for i, p in enumerate(trainers(5))]
     d = plan_gang(2, pods, STS, GPU_NODES, [])
     assert (d.reason, list(d.release)) == ("Released", ["j-trainer-0", "j-trainer-1"])
+
+
+# ---------------------------------------------------------------- kube-scheduler's native gangs (PodGroups)
+
+GROUP = ChildInfo(kind="PodGroup", name="j-trainer-0-5")
+
+
+def test_with_a_podgroup_rlop_releases_a_complete_gang_and_leaves_the_fit_to_kube_scheduler() -> None:
+    """Five 4-GPU ranks on 16 GPUs: rlop's own check would hold them; kube-scheduler's gang decides instead
+    (it binds all of them or none), so rlop only waits for every rank to exist."""
+    d = plan_gang(5, trainers(5), STS, GPU_NODES, [], podgroup="j-trainer-0-5", group=GROUP)
+    assert (d.reason, len(d.release)) == ("Released", 5) and "PodGroup j-trainer-0-5" in d.message
+    assert plan_gang(5, trainers(4), STS, GPU_NODES, [], podgroup="j-trainer-0-5", group=GROUP).reason == "Creating"
+    waiting = plan_gang(5, trainers(5), STS, GPU_NODES, [], podgroup="j-trainer-0-5", group=None)
+    assert (waiting.reason, waiting.release) == ("Creating", ())
+    held = plan_gang(5, trainers(5), STS, GPU_NODES, [], hold="backing off 8s", podgroup="j-trainer-0-5", group=GROUP)
+    assert held.reason == "BackingOff" and not held.release  # the restart backoff is still rlop's
+
+
+def test_an_unplaced_native_gang_reports_what_kube_scheduler_says() -> None:
+    said = replace(
+        GROUP, scheduled=("False", "Unschedulable", "0/6 nodes are available: 2 Insufficient nvidia.com/gpu")
+    )
+    pending = [replace(p, gated=False) for p in trainers(5)]
+    d = plan_gang(5, pending, STS, GPU_NODES, [], podgroup="j-trainer-0-5", group=said)
+    assert d.reason == "Unschedulable" and "Insufficient nvidia.com/gpu" in d.message and "PodGroup" in d.message
+
+
+def test_the_native_trainer_renders_a_podgroup_per_gang_and_points_its_pods_at_it() -> None:
+    from rlop.plan.render import render
+
+    from .builders import job
+
+    out = {(m["kind"], m["metadata"]["name"]): m for m in render(job(), {"trainer": 2, "rollout": 1}, 3, native=True)}
+    group = out["PodGroup", "j-trainer-3-2"]
+    assert group["apiVersion"] == "scheduling.k8s.io/v1alpha2" and group["spec"] == {
+        "schedulingPolicy": {"gang": {"minCount": 2}}}  # fmt: skip
+    assert group["metadata"]["ownerReferences"][0]["uid"] == "uid-1"
+    spec = out["StatefulSet", "j-trainer"]["spec"]["template"]["spec"]
+    assert spec["schedulingGroup"] == {"podGroupName": "j-trainer-3-2"}
+    plain = {(m["kind"], m["metadata"]["name"]): m for m in render(job(), {"trainer": 2, "rollout": 1}, 3)}
+    assert not any(kind == "PodGroup" for kind, _ in plain)
+    assert "schedulingGroup" not in plain["StatefulSet", "j-trainer"]["spec"]["template"]["spec"]

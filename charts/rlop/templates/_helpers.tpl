@@ -56,4 +56,8 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 - apiGroups: [""]
   resources: [events]
   verbs: [create]
+# kube-scheduler's native gangs (scheduling.k8s.io/v1alpha2, alpha in 1.36): used only where served
+- apiGroups: [scheduling.k8s.io]
+  resources: [podgroups]
+  verbs: [get, list, create, patch, delete]
 {{- end -}}

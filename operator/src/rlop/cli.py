@@ -52,6 +52,7 @@ def _run(args: argparse.Namespace) -> int:
         prometheus_timeout=args.prometheus_timeout,
         metrics_port=args.metrics_port,
         concurrency=args.concurrency,
+        gang_scheduler=args.gang_scheduler,
         kubeconfig=args.kubeconfig,
         leader_election=args.leader_election,
         lease_namespace=args.lease_namespace,
@@ -149,6 +150,12 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--metrics-port", type=int, default=defaults.metrics_port, help="0 turns /metrics off")
     run.add_argument("--liveness", default=defaults.liveness, help="'' turns the probe off")
     run.add_argument("--concurrency", type=int, default=defaults.concurrency, help="jobs written at once")
+    run.add_argument(
+        "--gang-scheduler",
+        choices=["auto", "rlop"],
+        default=defaults.gang_scheduler,
+        help="auto: kube-scheduler places trainer gangs where it serves PodGroups; rlop: rlop's fit check",
+    )
     run.add_argument("--leader-election", action="store_true",
                      help="act only while holding the rlop-leader Lease (for several replicas)")  # fmt: skip
     run.add_argument("--lease-namespace", default=os.environ.get("POD_NAMESPACE", defaults.lease_namespace),

@@ -17,4 +17,5 @@ class Config:
     leader_election: bool = False  # several replicas: only the Lease holder acts
     lease_namespace: str = "default"
     identity: str = "rlop"
+    gang_scheduler: str = "auto"  # auto: kube-scheduler's PodGroups place trainer gangs where served; rlop: never
     namespaced: bool = False  # watches see only some namespaces: capacity checks list every pod themselves

@@ -20,7 +20,16 @@ from pydantic import ValidationError
 from rlop import metrics
 from rlop.api import reasons as R
 from rlop.api.models import RLJob, RLJobStatus
-from rlop.api.names import COST_ANNOTATION, GANG_GATE, GROUP_LABEL, HASH_ANNOTATION, ROUTER_SUFFIX, WEIGHTS_GATE
+from rlop.api.names import (
+    COST_ANNOTATION,
+    GANG_GATE,
+    GROUP_LABEL,
+    HASH_ANNOTATION,
+    JOB_LABEL,
+    PODGROUP_API,
+    ROUTER_SUFFIX,
+    WEIGHTS_GATE,
+)
 from rlop.api.pools import serving
 from rlop.config import Config
 from rlop.engine import EngineClient, EngineError, gather_probes
@@ -36,6 +45,7 @@ from rlop.plan.observed import (
     ChildInfo,
     NodeInfo,
     PodInfo,
+    child_info,
     controller_owner,
     next_generation,
     owned_by,
@@ -77,6 +87,8 @@ class Kube(Protocol):
     async def scale(self, kind: str, namespace: str, name: str, replicas: int) -> Any: ...
     async def get(self, kind: str, namespace: str, name: str) -> Any: ...
     async def bound_pods(self) -> list[Any]: ...
+    async def list_objects(self, kind: str, namespace: str, selector: str) -> list[Any]: ...
+    async def serves(self, group_version: str, plural: str) -> bool: ...
     async def delete(self, kind: str, namespace: str, name: str) -> None: ...
     async def patch_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> Any: ...
     async def evict(self, namespace: str, pod: str) -> None: ...
@@ -146,6 +158,7 @@ class Controller:
         self.indexes: Mapping[str, Any] | None = None
         self.dirty: set[JobKey] = set()
         self.wake = asyncio.Event()
+        self.native = False  # kube-scheduler places trainer gangs (it serves PodGroups): decided at start
         # each job's object parsed once per resourceVersion: validating the model is a fifth of a quiet pass
         self.parsed: dict[JobKey, tuple[tuple[str, str], RLJob | ValidationError]] = {}
 
@@ -156,7 +169,21 @@ class Controller:
         self.dirty.add(key)
         self.wake.set()
 
+    async def detect(self) -> None:
+        """Who places trainer gangs: kube-scheduler where the API server serves PodGroups (and --gang-scheduler
+        is auto), else rlop's own fit check. Said once, in the log and rlop_gang_scheduler."""
+        if self.cfg.gang_scheduler == "auto":
+            try:
+                self.native = await self.kube.serves(PODGROUP_API, "podgroups")
+            except KubeError as exc:
+                log.warning("Could not tell whether %s PodGroups are served (%s): rlop places gangs", PODGROUP_API, exc)
+        chosen = "kube-scheduler" if self.native else "rlop"
+        metrics.GANG_SCHEDULER.labels(chosen).set(1)
+        how = f"{PODGROUP_API} PodGroups" if self.native else "its own fit check: no PodGroup API served, or not asked"
+        log.info("Trainer gangs are placed by %s (%s)", chosen, how)
+
     async def run(self) -> None:
+        await self.detect()
         self.spawn(self.recorder.run())
         next_full = time.monotonic()
         while True:
@@ -208,6 +235,7 @@ class Controller:
         now = datetime.now(UTC).replace(microsecond=0)
         limit = asyncio.Semaphore(self.cfg.concurrency)
         view = await self.cluster_view(jobs)
+        podgroups = await self.podgroups(jobs) if self.native else {}
         if full:
             current = [p for p in view.pods if p.harvest]
             self.departed, self.harvested = departures(self.harvested, current, self.departed, now), current
@@ -226,7 +254,7 @@ class Controller:
                 work.append(self.planning_failed(key, body, exc, now))
                 continue
             shown = got or JobReadings()
-            obs = self.observe(key, job, view, shown.utilization, shown.utilization_error)
+            obs = self.observe(key, job, view, shown.utilization, shown.utilization_error, podgroups.get(key, ()))
             inputs[key] = Observed(body, job, obs, got)
         # what the serving pools' servers and routers say: every full pass, and at once for a job whose
         # replica's server went down or restarted (it would be routed to, and Ready again, with whatever
@@ -321,18 +349,38 @@ class Controller:
             pods += [p for p in listed if not p.terminal and (p.namespace, p.name) not in seen]
         return ClusterView(nodes, self.expect.pods(pods))
 
+    async def podgroups(self, jobs: Mapping[JobKey, Any]) -> dict[JobKey, list[ChildInfo]]:
+        """The jobs' PodGroups (not watched: the API is alpha and may not be served), listed once per pass."""
+        namespaces = sorted({ns for ns, _ in jobs})
+        listed = await asyncio.gather(*(self.kube.list_objects("PodGroup", ns, JOB_LABEL) for ns in namespaces),
+                                      return_exceptions=True)  # fmt: skip
+        out: dict[JobKey, list[ChildInfo]] = {}
+        for ns, found in zip(namespaces, listed, strict=True):
+            if isinstance(found, BaseException):
+                log.warning("Listing PodGroups in %s failed: %s", ns, found)
+                continue
+            for body in found:
+                job = ((body.get("metadata") or {}).get("labels") or {}).get(JOB_LABEL, "")
+                out.setdefault((ns, job), []).append(
+                    child_info({**body, "kind": "PodGroup"})
+                )  # a list's items have no kind
+        return out
+
     def observe(
-        self, key: JobKey, job: RLJob, view: ClusterView, utilization: Mapping[str, float] | None, problem: str | None
-    ) -> JobObservation:
+        self, key: JobKey, job: RLJob, view: ClusterView, utilization: Mapping[str, float] | None, problem: str | None,
+        podgroups: Sequence[ChildInfo] = (),
+    ) -> JobObservation:  # fmt: skip
         idx = self.indexes or {}
         labelled: dict[tuple[str, str], ChildInfo] = {
             (c.kind, c.name): c for name in CHILD_INDEXES for c in idx[name].get(key, [])
         }
+        labelled |= {(c.kind, c.name): c for c in podgroups}
         owned_children, pods = owned(job, labelled, list(idx["job_pods"].get(key, [])))
         children = self.expect.children(key, owned_children)
         written = self.expect.versions(key, children)
         pods = self.expect.pods(pods, job=key)
-        return JobObservation(job, children, pods, view.nodes, view.pods, utilization, problem, written, self.departed)
+        return JobObservation(job, children, pods, view.nodes, view.pods, utilization, problem, written, self.departed,
+                              native_gangs=self.native)  # fmt: skip
 
     async def look(self, job: RLJob, obs: JobObservation, got: JobReadings | None) -> dict[str, ServingObservation]:
         """Each tracked serving pool's replicas (the version they serve, the requests they run), its router's

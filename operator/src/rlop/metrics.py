@@ -25,6 +25,11 @@ PHASE_SECONDS = Histogram(
 )
 RECONCILE_ERRORS = Counter("rlop_reconcile_errors_total", "Reconciles that raised an unexpected error.")
 API_WRITES = Counter("rlop_api_writes_total", "Writes to the Kubernetes API, by kind of write.", ["kind"])
+GANG_SCHEDULER = Gauge(
+    "rlop_gang_scheduler",
+    "1 for what places trainer gangs: kube-scheduler (PodGroups) or rlop (its fit check).",
+    ["scheduler"],
+)
 EVENTS_DROPPED = Counter("rlop_events_dropped_total", "Events dropped because the posting queue was full.")
 PROM_SECONDS = Histogram(
     "rlop_prometheus_query_duration_seconds",

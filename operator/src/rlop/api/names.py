@@ -10,6 +10,7 @@ RANK_LABEL = "rlop.dev/rank"  # and the pod's rank in it (rank 0 leads: it serve
 HARVEST_LABEL = "rlop.dev/harvest"  # "true" on sandbox pods rlop placed on idle CPU
 DEMO_LABEL = "rlop.dev/demo"  # on the RLJob `rlop demo` applies (the e2e tier removes it on a kept cluster)
 HASH_ANNOTATION = "rlop.dev/spec-hash"  # of a child's own rendering
+PODGROUP_API = "scheduling.k8s.io/v1alpha2"  # kube-scheduler's native gangs: PodGroup, pods' spec.schedulingGroup
 GANG_GATE = "rlop.dev/gang"  # the scheduling gate trainer pods are created behind
 DRAIN_ANNOTATION = "rlop.dev/drain"  # on a sandbox pod being drained: since when (RFC 3339)
 DRAIN_REASON_ANNOTATION = "rlop.dev/drain-reason"  # why it is drained

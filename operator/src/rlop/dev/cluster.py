@@ -23,6 +23,8 @@ from typing import Any
 
 import yaml
 
+from rlop.api.names import PODGROUP_API
+
 TOKEN = "rlop-dev-admin-token"
 
 
@@ -107,6 +109,7 @@ class DevCluster:
     ports: dict[str, int] = field(default_factory=dict)
     pids: dict[str, int] = field(default_factory=dict)
     kcm_flags: tuple[str, ...] = ()  # extra kube-controller-manager flags (e.g. a shorter HPA sync period)
+    native_gangs: bool = False  # serve kube-scheduler's gangs: the alpha GenericWorkload + GangScheduling gates
 
     @property
     def kubeconfig(self) -> Path:
@@ -159,7 +162,8 @@ class DevCluster:
     @classmethod
     def load(cls, workdir: Path) -> DevCluster:
         state = json.loads((workdir / "state.json").read_text())
-        return cls(workdir=workdir, ports=state["ports"], pids=state["pids"])
+        return cls(workdir=workdir, ports=state["ports"], pids=state["pids"],
+                   native_gangs=bool(state.get("nativeGangs")))  # fmt: skip
 
     def restart(self, component: str, timeout: float = 60) -> None:
         """Kill -9 one component and start it again with the same flags (outage tests)."""
@@ -219,7 +223,8 @@ class DevCluster:
         self.pids[name] = proc.pid
 
     def _save(self) -> None:
-        state = {"ports": self.ports, "pids": self.pids, "kubeconfig": str(self.kubeconfig)}
+        state = {"ports": self.ports, "pids": self.pids, "kubeconfig": str(self.kubeconfig),
+                 "nativeGangs": self.native_gangs}  # fmt: skip
         (self.workdir / "state.json").write_text(json.dumps(state, indent=2))
 
     def _write_credentials(self) -> None:
@@ -281,6 +286,8 @@ class DevCluster:
             f"--proxy-client-cert-file={pki / 'front-proxy-client.crt'}",
             f"--proxy-client-key-file={pki / 'front-proxy-client.key'}",
             "--enable-aggregator-routing=true",  # no kube-proxy here: the aggregator dials endpoints directly
+            *self._gates("GenericWorkload"),
+            *([f"--runtime-config={PODGROUP_API}=true"] if self.native_gangs else []),  # alpha APIs are off
         ]
 
     def _component_args(self, port: str) -> list[str]:
@@ -303,10 +310,15 @@ class DevCluster:
             "--node-monitor-grace-period=60s",
             "--concurrent-gc-syncs=5",
             *self.kcm_flags,
+            *self._gates("GenericWorkload"),  # its podgroup-protection controller lets a PodGroup be deleted
         ]
 
     def _scheduler_args(self) -> list[str]:
-        return self._component_args("scheduler")
+        return [*self._component_args("scheduler"), *self._gates("GenericWorkload", "GangScheduling")]
+
+    def _gates(self, *gates: str) -> list[str]:
+        """kube-scheduler's native gangs (alpha in 1.36, k8s.io/kubernetes pkg/features/kube_features.go)."""
+        return [f"--feature-gates={','.join(f'{g}=true' for g in gates)}"] if self.native_gangs else []
 
     def _kwok_args(self) -> list[str]:
         return [

@@ -16,7 +16,7 @@ from typing import Any
 from kubernetes.aio import client, config
 from kubernetes.aio.client.exceptions import ApiException
 
-from rlop.api.names import EVENT_SOURCE, FIELD_MANAGER
+from rlop.api.names import EVENT_SOURCE, FIELD_MANAGER, PODGROUP_API
 from rlop.plan.render import Manifest
 
 # kind -> (API path prefix, plural). Only the kinds rlop touches; RBAC in the chart matches this table.
@@ -28,6 +28,7 @@ RESOURCES: dict[str, tuple[str, str]] = {
     "StatefulSet": ("/apis/apps/v1", "statefulsets"),
     "NetworkPolicy": ("/apis/networking.k8s.io/v1", "networkpolicies"),
     "RLJob": ("/apis/rlop.dev/v1alpha1", "rljobs"),
+    "PodGroup": (f"/apis/{PODGROUP_API}", "podgroups"),  # kube-scheduler's gangs (alpha in 1.36)
 }
 
 
@@ -108,6 +109,20 @@ class KubeClient:
         query = {"fieldManager": FIELD_MANAGER, "force": "true"}
         return await self.request("PATCH", path(kind, namespace, name, "scale"), body, query,
                                   "application/apply-patch+yaml")  # fmt: skip
+
+    async def list_objects(self, kind: str, namespace: str, selector: str) -> list[Any]:
+        found = await self.request("GET", path(kind, namespace), query={"labelSelector": selector})
+        return list((found or {}).get("items") or [])
+
+    async def serves(self, group_version: str, plural: str) -> bool:
+        """Does the API server serve this resource (discovery)?"""
+        try:
+            found = await self.request("GET", f"/apis/{group_version}")
+        except KubeError as exc:
+            if exc.status == 404:
+                return False
+            raise
+        return any(r.get("name") == plural for r in (found or {}).get("resources") or [])
 
     async def bound_pods(self) -> list[Any]:
         """Every pod bound to a node, in every namespace."""

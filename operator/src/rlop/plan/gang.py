@@ -36,10 +36,14 @@ def plan_gang(
     bound_pods: Iterable[PodInfo],
     updating: bool = False,
     hold: str | None = None,
+    podgroup: str | None = None,
+    group: ChildInfo | None = None,
 ) -> GangDecision:
     """Decide what to do with the trainer pods of one job; `updating`: rlop is changing the trainer
     StatefulSet this pass, so its pods may be about to restart and none is released yet; `hold`: why
-    the gang may not be released yet (a restart's backoff)."""
+    the gang may not be released yet (a restart's backoff); `podgroup`: kube-scheduler places the gang, as
+    that PodGroup (`group`, as observed): rlop releases its pods once all exist, and reports what
+    kube-scheduler says instead of checking the fit itself."""
     # a rank beyond the world size (someone scaled the StatefulSet by hand) is never part of the gang
     live = [p for p in pods if not p.deleting and not p.terminal and (p.index is None or p.index < replicas)]
     if replicas == 0:
@@ -61,16 +65,25 @@ def plan_gang(
     if len(live) < replicas:
         return GangDecision(False, R.CREATING, f"{len(live)} of {replicas} trainer pods created")
     gated = [p for p in live if p.gated]
+    by = f" by kube-scheduler's gang (PodGroup {podgroup})" if podgroup else ""
     if not gated:
         unbound = [p for p in live if not p.node]
         if unbound:
+            said = group.scheduled if group is not None else None
             why = next((p.unschedulable for p in unbound if p.unschedulable), "waiting for the scheduler")
-            return GangDecision(False, R.UNSCHEDULABLE, f"{len(unbound)} trainer pods not placed: {why}")
-        return GangDecision(True, R.SCHEDULED, f"all {len(live)} trainer pods placed")
+            if said and said[0] == "False" and said[2]:  # the gang's own account, from kube-scheduler
+                why = said[2]
+            return GangDecision(False, R.UNSCHEDULABLE, f"{len(unbound)} trainer pods not placed{by}: {why}")
+        return GangDecision(True, R.SCHEDULED, f"all {len(live)} trainer pods placed{by}")
     if not settled:
         return GangDecision(False, R.UPDATING, "waiting for the trainer StatefulSet to take its new spec")
     if hold:
         return GangDecision(False, R.BACKING_OFF, f"{len(gated)} trainer pods gated: {hold}")
+    if podgroup:
+        if group is None:
+            return GangDecision(False, R.CREATING, f"waiting for PodGroup {podgroup} to exist")
+        message = f"released {len(gated)} trainer pods together to kube-scheduler's gang (PodGroup {podgroup})"
+        return GangDecision(False, R.RELEASED, message, release=sorted(p.name for p in gated))
     priority = min(p.priority for p in gated)
     free = free_capacity(nodes, bound_pods, min_priority=priority)
     placement, unplaced = place_all(gated, nodes, free)

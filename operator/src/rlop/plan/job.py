@@ -24,7 +24,7 @@ from rlop.plan.harvest import Departed, HarvestPlan, JobKey, SandboxDemand, plan
 from rlop.plan.observed import ChildInfo, NodeInfo, PodInfo, owned_by, pod_requests
 from rlop.plan.quantity import Resources, add
 from rlop.plan.readings import JobReadings
-from rlop.plan.render import Manifest, child_name, render, sandbox_pod, sandbox_template
+from rlop.plan.render import Manifest, child_name, podgroup_name, render, sandbox_pod, sandbox_template
 from rlop.plan.scaling import Scaling, plan_scaling
 from rlop.plan.serving import ServingObservation, ServingPlan, combine, plan_serving
 from rlop.plan.status import (
@@ -58,6 +58,7 @@ class JobObservation:
     written: Mapping[ChildKey, str] = field(default_factory=dict)  # child -> version rlop's last apply left
     departed: Sequence[Departed] = ()  # harvest pods gone lately, whose load the utilization may still show
     serving: Mapping[str, ServingObservation] | None = None  # serving pool -> what it said (full passes only)
+    native_gangs: bool = False  # the cluster serves kube-scheduler's PodGroups: it places the trainer gang
 
 
 @dataclass(frozen=True)
@@ -182,7 +183,8 @@ def plan_job(
     groups = {pool: members(pool, obs.pods) for pool in grouped}
     failed = {pool: failures(spec, groups[pool], obs.nodes) for pool, spec in grouped.items()}
     served = _plan_serving(obs, scaling, now, {pool: leaving(groups[pool], failed[pool]) for pool in grouped})
-    desired = render(job, {**replicas, **{pool: sp.replicas for pool, sp in served.items()}}, life.restarts)
+    desired = render(job, {**replicas, **{pool: sp.replicas for pool, sp in served.items()}}, life.restarts,
+                     obs.native_gangs)  # fmt: skip
     writes, scale, drift, events = _diff(desired, obs.children, obs.written)
     events += _scale_events(scale, obs.children, {e.pool for e in scaling.events if e.pool})
     wanted = {(m["kind"], m["metadata"]["name"]) for m in desired}
@@ -192,8 +194,9 @@ def plan_job(
     events += scaling.events + life.events
 
     updating = any((m["kind"], m["metadata"]["name"]) == sts_key for m in writes) and sts_key not in drift
+    group = podgroup_name(name, life.restarts, replicas["trainer"]) if obs.native_gangs else None
     gang = plan_gang(replicas["trainer"], trainer, obs.children.get(sts_key), obs.nodes, obs.bound_pods, updating,
-                     life.hold)  # fmt: skip
+                     life.hold, group, obs.children.get(("PodGroup", group or "")))  # fmt: skip
     if life.phase is not None:
         gang = GangDecision(False, R.FINISHED, f"the job has {'succeeded' if life.phase == 'Succeeded' else 'failed'}"
                             ": no trainer runs")  # fmt: skip
@@ -201,7 +204,8 @@ def plan_job(
         spots = Counter(gang.placement.values())
         fit = ", ".join(f"{node} x{count}" for node, count in sorted(spots.items()))
         needs = tuple((RELEASE, pod) for pod in gang.release)
-        events.append(Event("Normal", R.GANG_RELEASED, f"{gang.message} (capacity checked on {fit})", needs=needs))
+        checked = f" (capacity checked on {fit})" if fit else ""
+        events.append(Event("Normal", R.GANG_RELEASED, gang.message + checked, needs=needs))
     if gang.restart:
         events.append(Event("Normal", R.GANG_RESTART, gang.message))
     delete_pods = [(pod, "gang restart") for pod in gang.restart]

@@ -133,6 +133,7 @@ class ChildInfo:
     update_revision: str | None = None
     up_to_date: bool = True
     restarts: int | None = None  # a trainer StatefulSet's: the gang restarts its pod template carries
+    scheduled: tuple[str, str, str] | None = None  # a PodGroup's PodGroupScheduled condition: status, reason, message
 
 
 def _requests(containers: list[Raw]) -> Resources:
@@ -255,6 +256,11 @@ def _pinned_host(spec: Raw) -> str | None:
     return None
 
 
+def _condition(status: Raw, type_: str) -> tuple[str, str, str] | None:
+    found = next((c for c in status.get("conditions") or [] if c.get("type") == type_), None)
+    return None if found is None else (found.get("status", ""), found.get("reason", ""), found.get("message", ""))
+
+
 def _int(text: str | None) -> int | None:
     try:
         return None if text is None else int(text)
@@ -295,4 +301,5 @@ def child_info(body: Raw) -> ChildInfo:
         restarts=_int(
             (((spec.get("template") or {}).get("metadata") or {}).get("annotations") or {}).get(RESTARTS_ANNOTATION)
         ),
+        scheduled=_condition(status, "PodGroupScheduled"),
     )

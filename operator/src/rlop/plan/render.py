@@ -31,6 +31,7 @@ from rlop.api.names import (
     MANAGED_BY,
     MARK_DIR,
     MEMBERS_SUFFIX,
+    PODGROUP_API,
     POOL_LABEL,
     RANK_LABEL,
     RANKS_SUFFIX,
@@ -200,17 +201,34 @@ def _stamped(manifest: Manifest) -> Manifest:
     return manifest
 
 
-def trainer_statefulset(job: RLJob, replicas: int, restarts: int = 0) -> Manifest:
+def podgroup_name(job: str, restarts: int, replicas: int) -> str:
+    """The trainer gang's PodGroup: one per gang (a PodGroup's spec is immutable, its minCount the world size)."""
+    return child_name(job, f"trainer-{restarts}-{replicas}")
+
+
+def podgroup(job: RLJob, name: str, min_count: int) -> Manifest:
+    """A gang for kube-scheduler (scheduling.k8s.io/v1alpha2): its pods are placed all together or not at all."""
+    meta = _metadata(job, "trainer")
+    meta["name"] = name
+    return _stamped({"apiVersion": PODGROUP_API, "kind": "PodGroup", "metadata": meta,
+                     "spec": {"schedulingPolicy": {"gang": {"minCount": min_count}}}})  # fmt: skip
+
+
+def trainer_statefulset(job: RLJob, replicas: int, restarts: int = 0, native: bool = False) -> Manifest:
     """Trainers: a StatefulSet whose pods start behind a scheduling gate that rlop lifts for all at once.
 
     ``OnDelete`` updates: a changed template restarts the whole gang together (rlop deletes the pods),
     never a mix of old and new ranks. A gang restart after a failure is such a change: the template carries
     the restart count (annotation and RLOP_RESTART_COUNT), the checkpoint volume and the checkpoint-now mark.
+    `native`: kube-scheduler places the gang (its pods name their PodGroup); rlop's gate then only waits for
+    every rank to exist and for a restart's backoff.
     """
     trainer = job.spec.pools.trainer
     tpl = _pod_template(job, "trainer", trainer.template)
     spec = tpl["spec"]
     spec["schedulingGates"] = [{"name": GANG_GATE}]
+    if native:
+        spec["schedulingGroup"] = {"podGroupName": podgroup_name(job.metadata.name, restarts, replicas)}
     spec.setdefault("subdomain", child_name(job.metadata.name, "trainer"))
     tpl["metadata"].setdefault("annotations", {})[RESTARTS_ANNOTATION] = str(restarts)
     ours = [{"name": "RLOP_RESTART_COUNT", "value": str(restarts)}]
@@ -460,12 +478,16 @@ def sandbox_egress_policy(job: RLJob) -> Manifest:
     return _stamped({"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy", "metadata": meta, "spec": spec})
 
 
-def render(job: RLJob, replicas: Mapping[str, int], restarts: int = 0) -> list[Manifest]:
-    """All children of `job`, given the replica count chosen for each pool and the gang restarts so far."""
+def render(job: RLJob, replicas: Mapping[str, int], restarts: int = 0, native: bool = False) -> list[Manifest]:
+    """All children of `job`, given the replica count chosen for each pool and the gang restarts so far;
+    `native`: the trainer gang is kube-scheduler's (a PodGroup)."""
     out = []
     for kind, spec in all_pools(job):
         if kind.workload == "StatefulSet":
-            out.append(trainer_statefulset(job, replicas[kind.name], restarts))
+            out.append(trainer_statefulset(job, replicas[kind.name], restarts, native))
+            if native and replicas[kind.name] > 0:
+                name = podgroup_name(job.metadata.name, restarts, replicas[kind.name])
+                out.append(podgroup(job, name, replicas[kind.name]))
         elif isinstance(spec, ServingPool) and spec.grouped:  # rlop creates each group's pods itself
             out.append(ranks_service(job, kind.name, spec))
         elif not (kind.may_harvest and harvested(job)):  # harvested pods are placed one by one, not here
