@@ -4,7 +4,6 @@ once), the operator detecting the API at start (--gang-scheduler=auto, the defau
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,7 +11,6 @@ import pytest
 
 from rlop.dev.cluster import DevCluster, default_nodes
 from rlop.dev.operator_process import OperatorProcess
-from tests.conftest import Kubectl
 
 
 @pytest.fixture(scope="session")
@@ -28,15 +26,3 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevCluster]:
 def operator(cluster: DevCluster, workdir: Path, *flags: str) -> OperatorProcess:
     """No Prometheus here: nothing is autoscaled (its metrics are unavailable, so nothing scales)."""
     return OperatorProcess(cluster, "http://127.0.0.1:9", workdir, 1.0, *flags).start()
-
-
-@pytest.fixture
-def k(cluster: DevCluster) -> Iterator[Kubectl]:
-    ns = f"n-{uuid.uuid4().hex[:8]}"
-    cluster.kubectl("create", "namespace", ns)
-    try:
-        yield Kubectl(cluster, ns)
-    finally:
-        cluster.kubectl("delete", "-n", ns, "rljobs,statefulsets,pods", "--all", "--grace-period=0", "--force",
-                        check=False)  # fmt: skip
-        cluster.kubectl("delete", "namespace", ns, "--wait=false", check=False)

@@ -91,13 +91,11 @@ class FakeKube:
     async def get(self, kind: str, namespace: str, name: str) -> Any:
         return copy.deepcopy(self.objects.get((kind, namespace, name)))
 
-    async def serves(self, group_version: str, plural: str) -> bool:
+    async def serves(self, kind: str) -> bool:
         return False  # no kube-scheduler gangs here: rlop's own fit check
 
     async def list_objects(self, kind: str, namespace: str, selector: str) -> list[Any]:
-        """As the API server lists them: items carry no kind."""
-        found = [copy.deepcopy(o) for (k, ns, _), o in self.objects.items() if k == kind and ns == namespace]
-        return [{key: v for key, v in o.items() if key != "kind"} for o in found]
+        return [copy.deepcopy(o) for (k, ns, _), o in self.objects.items() if k == kind and ns == namespace]
 
     async def bound_pods(self) -> list[Any]:
         return [o for (kind, _, _), o in self.objects.items() if kind == "Pod" and o["spec"].get("nodeName")]

@@ -88,7 +88,7 @@ class Kube(Protocol):
     async def get(self, kind: str, namespace: str, name: str) -> Any: ...
     async def bound_pods(self) -> list[Any]: ...
     async def list_objects(self, kind: str, namespace: str, selector: str) -> list[Any]: ...
-    async def serves(self, group_version: str, plural: str) -> bool: ...
+    async def serves(self, kind: str) -> bool: ...
     async def delete(self, kind: str, namespace: str, name: str) -> None: ...
     async def patch_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> Any: ...
     async def evict(self, namespace: str, pod: str) -> None: ...
@@ -174,7 +174,7 @@ class Controller:
         is auto), else rlop's own fit check. Said once, in the log and rlop_gang_scheduler."""
         if self.cfg.gang_scheduler == "auto":
             try:
-                self.native = await self.kube.serves(PODGROUP_API, "podgroups")
+                self.native = await self.kube.serves("PodGroup")
             except KubeError as exc:
                 log.warning("Could not tell whether %s PodGroups are served (%s): rlop places gangs", PODGROUP_API, exc)
         chosen = "kube-scheduler" if self.native else "rlop"
@@ -361,9 +361,7 @@ class Controller:
                 continue
             for body in found:
                 job = ((body.get("metadata") or {}).get("labels") or {}).get(JOB_LABEL, "")
-                out.setdefault((ns, job), []).append(
-                    child_info({**body, "kind": "PodGroup"})
-                )  # a list's items have no kind
+                out.setdefault((ns, job), []).append(child_info(body))
         return out
 
     def observe(

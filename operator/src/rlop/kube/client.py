@@ -111,13 +111,15 @@ class KubeClient:
                                   "application/apply-patch+yaml")  # fmt: skip
 
     async def list_objects(self, kind: str, namespace: str, selector: str) -> list[Any]:
+        """The objects, each with its kind (a list's items carry none)."""
         found = await self.request("GET", path(kind, namespace), query={"labelSelector": selector})
-        return list((found or {}).get("items") or [])
+        return [{**item, "kind": kind} for item in (found or {}).get("items") or []]
 
-    async def serves(self, group_version: str, plural: str) -> bool:
-        """Does the API server serve this resource (discovery)?"""
+    async def serves(self, kind: str) -> bool:
+        """Does the API server serve this kind (discovery)?"""
+        prefix, plural = RESOURCES[kind]
         try:
-            found = await self.request("GET", f"/apis/{group_version}")
+            found = await self.request("GET", prefix)
         except KubeError as exc:
             if exc.status == 404:
                 return False
